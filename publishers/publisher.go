@@ -1,0 +1,87 @@
+// Package publishers defines the contract between the relay and a broker.
+//
+// Each broker lives in a package below this one (publishers/nats, …) and
+// passes the conformance suite in publishers/publishertest unchanged.
+//
+// A Publisher publishes a batch pipelined — every message in flight at once,
+// acknowledgements awaited together — and reports one result per message.
+// Results are classified with the helpers of this package so the relay can
+// tell an outage (stop and back off, charge nobody) from a message the broker
+// will never take (dead-letter it now) from an ordinary failure (retry it
+// with backoff).
+package publishers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/outboxgo/outbox"
+)
+
+// Publisher publishes messages to a broker.
+type Publisher interface {
+	// Publish sends msgs and waits until the broker has acknowledged each
+	// or ctx is done. It returns one error per message, in order: nil means
+	// acknowledged (stored by the broker). A Publisher must carry the
+	// message ID as the broker's dedup key where one exists, and the
+	// headers, key and type as the broker allows.
+	Publish(ctx context.Context, msgs []outbox.Message) []error
+	// Capabilities declares what the broker guarantees.
+	Capabilities() Capabilities
+	// Close flushes nothing and releases every resource; no goroutine
+	// outlives it.
+	Close() error
+}
+
+// Capabilities declares what a Publisher guarantees.
+type Capabilities struct {
+	// OrderedRetries is true when messages of one key published in one
+	// call are stored in call order even when some fail and are retried
+	// (Kafka's idempotent producer). Without it the relay keeps one message
+	// per key in flight in ordered mode.
+	OrderedRetries bool
+	// Dedup is true when the broker drops a re-sent message with an ID it
+	// has already stored (JetStream's duplicate window).
+	Dedup bool
+}
+
+// ErrUnavailable marks an error as the broker (or the path to it) being
+// unavailable: the relay stops publishing, backs off as a whole and does not
+// count an attempt against the message.
+var ErrUnavailable = errors.New("broker unavailable")
+
+// ErrPermanent marks an error as one the broker will return every time for
+// this message (too large, rejected by policy): the relay dead-letters the
+// message at once.
+var ErrPermanent = errors.New("rejected permanently")
+
+type classified struct {
+	err  error
+	kind error
+}
+
+func (c *classified) Error() string        { return c.err.Error() }
+func (c *classified) Unwrap() []error      { return []error{c.err, c.kind} }
+func (c *classified) Is(target error) bool { return target == c.kind }
+
+// Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, kind: ErrUnavailable}
+}
+
+// Permanent wraps err so that errors.Is(err, ErrPermanent) holds.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, kind: ErrPermanent}
+}
+
+// IsUnavailable reports whether err says the broker is unavailable.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// IsPermanent reports whether err says the message can never be published.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }

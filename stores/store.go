@@ -1,0 +1,142 @@
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxgo/outbox"
+)
+
+// Store is the relay's view of an outbox table.
+type Store interface {
+	// Claim takes up to p.Limit due pending records (NotBefore and next
+	// attempt at or before p.Now), oldest first. The batch must be
+	// completed or aborted; an empty batch is not an error.
+	Claim(ctx context.Context, p ClaimParams) (Batch, error)
+	// Stats reports per-topic counts.
+	Stats(ctx context.Context) ([]TopicStats, error)
+	// Dead lists dead records, oldest first.
+	Dead(ctx context.Context, p DeadParams) ([]Record, error)
+	// Replay makes dead records pending again with zero attempts, due at
+	// p.Now. It returns how many it revived.
+	Replay(ctx context.Context, p ReplayParams) (int64, error)
+	// Purge deletes up to p.Limit published records older than p.Before.
+	// Concurrent purges do not block each other.
+	Purge(ctx context.Context, p PurgeParams) (int64, error)
+	// Migrate creates the schema idempotently.
+	Migrate(ctx context.Context) error
+}
+
+// Listener is implemented by stores that can announce new events (PostgreSQL's
+// LISTEN/NOTIFY). Listen calls wake each time events may have committed, until
+// ctx is done; it reconnects by itself after a lost connection and returns
+// only when ctx is done. A missed wake-up costs latency, never an event: the
+// relay polls as well.
+type Listener interface {
+	Listen(ctx context.Context, wake func()) error
+}
+
+// Batch is a claim. It must end with exactly one Complete or Abort; Abort
+// after Complete is a no-op, so `defer b.Abort(ctx)` is the idiom.
+type Batch interface {
+	// Records are the claimed records, oldest first.
+	Records() []Record
+	// Complete applies o and releases the batch.
+	Complete(ctx context.Context, o Outcome) error
+	// Abort releases the batch and changes nothing.
+	Abort(ctx context.Context) error
+}
+
+// Record is a stored message with its delivery state.
+type Record struct {
+	outbox.Message
+	// Attempts counts failed publish attempts so far.
+	Attempts int
+	// LastError is the error of the last failed attempt.
+	LastError string
+}
+
+// ClaimParams says what to claim.
+type ClaimParams struct {
+	// Limit is the most records to claim; it must be positive.
+	Limit int
+	// Now is the relay's clock: records due at or before Now are claimed.
+	Now time.Time
+}
+
+// Outcome is what happened to a batch's records.
+type Outcome struct {
+	// Now is the relay's clock, stamped on published records.
+	Now time.Time
+	// Published were acknowledged by the broker.
+	Published []uuid.UUID
+	// DeletePublished deletes published records instead of marking them.
+	DeletePublished bool
+	// Retry failed and are due again at their NextAttempt; attempts+1.
+	Retry []Failure
+	// Dead failed for good; attempts+1. They are kept, queryable and
+	// replayable, and never retried by themselves.
+	Dead []Failure
+}
+
+// Failure is one failed publish.
+type Failure struct {
+	ID          uuid.UUID
+	Err         string
+	NextAttempt time.Time // for Retry only
+}
+
+// TopicStats summarizes one topic.
+type TopicStats struct {
+	Topic string
+	// Pending counts events not yet published, due or not.
+	Pending int64
+	// OldestPending is the CreatedAt of the oldest pending event; zero
+	// when there is none.
+	OldestPending time.Time
+	// Dead counts dead events.
+	Dead int64
+	// Published counts published events still kept (mark mode).
+	Published int64
+}
+
+// DeadParams filters Dead.
+type DeadParams struct {
+	Topic string // empty: all topics
+	Limit int    // zero: 100
+}
+
+// ReplayParams selects dead records to replay.
+type ReplayParams struct {
+	IDs   []uuid.UUID // empty: every dead record (of Topic, when set)
+	Topic string
+	Now   time.Time
+}
+
+// PurgeParams selects published records to delete.
+type PurgeParams struct {
+	Before time.Time
+	Limit  int // zero: 1000
+}
+
+// ErrBadIdentifier is returned (wrapped) for a schema or table name that is
+// not a plain SQL identifier.
+var ErrBadIdentifier = errors.New("not a valid SQL identifier")
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckIdent returns an error unless name is a plain SQL identifier (letters,
+// digits and underscores, not starting with a digit) of at most maxLen bytes.
+// Stores quote identifiers as well; this check is what makes splicing them
+// into SQL safe and keeps names portable across databases.
+func CheckIdent(what, name string, maxLen int) error {
+	if !identRE.MatchString(name) || len(name) > maxLen {
+		return fmt.Errorf("%s %q: %w (letters, digits and _, at most %d bytes, not starting with a digit)", what, name, ErrBadIdentifier, maxLen)
+	}
+	return nil
+}
