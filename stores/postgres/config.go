@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"time"
+
+	"github.com/outboxgo/outbox/stores"
+)
+
+// Config names the outbox table. The zero value means outbox.messages.
+type Config struct {
+	// Schema holds the outbox table; Migrate creates it. Default "outbox".
+	Schema string
+	// Table is the outbox table's name. Default "messages".
+	Table string
+	// DisableNotify stops Enqueue from sending a NOTIFY on the table's
+	// channel. Relays then find new events by polling only. Default false:
+	// every enqueueing transaction notifies once, at commit.
+	DisableNotify bool
+	// ClaimTimeout bounds how long a relay may hold a claim: the claiming
+	// session's idle_in_transaction_session_timeout, so a relay that stalls
+	// (SIGSTOP, a long GC pause) loses its claim and its rows go to another
+	// relay. It must exceed the relay's publish timeout. Default 30s.
+	ClaimTimeout time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultSchema       = "outbox"
+	DefaultTable        = "messages"
+	DefaultClaimTimeout = 30 * time.Second
+)
+
+// maxIdentLen is PostgreSQL's NAMEDATALEN-1, less room for the suffixes of
+// the index and channel names derived from the table's.
+const maxIdentLen = 40
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Schema == "" {
+		out.Schema = DefaultSchema
+	}
+	if out.Table == "" {
+		out.Table = DefaultTable
+	}
+	if out.ClaimTimeout <= 0 {
+		out.ClaimTimeout = DefaultClaimTimeout
+	}
+	if err := stores.CheckIdent("postgres: schema", out.Schema, maxIdentLen); err != nil {
+		return out, err
+	}
+	if err := stores.CheckIdent("postgres: table", out.Table, maxIdentLen); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// names are the identifiers derived from a validated Config, quoted where
+// they go into SQL.
+type names struct {
+	schema  string // "outbox"
+	table   string // "outbox"."messages"
+	channel string // outbox_messages, a LISTEN/NOTIFY channel
+	index   string // messages_pending
+}
+
+func (c Config) names() names {
+	return names{
+		schema:  `"` + c.Schema + `"`,
+		table:   `"` + c.Schema + `"."` + c.Table + `"`,
+		channel: c.Schema + "_" + c.Table,
+		index:   c.Table + "_pending",
+	}
+}

@@ -1,0 +1,170 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxgo/outbox"
+)
+
+// PostgreSQL takes at most 65535 parameters per statement; a larger Enqueue
+// goes in chunks of this many rows, still inside the caller's transaction.
+const (
+	insertCols    = 8
+	maxInsertRows = 65535 / insertCols
+)
+
+// insertSQL builds the INSERT for n rows (n ≤ maxInsertRows), with a NOTIFY
+// in the same statement unless disabled. Identifiers come from a validated
+// Config; values are always parameters.
+func insertSQL(c Config, n int) string {
+	nm := c.names()
+	var b strings.Builder
+	if !c.DisableNotify {
+		b.WriteString("WITH ins AS (")
+	}
+	b.WriteString("INSERT INTO ")
+	b.WriteString(nm.table)
+	b.WriteString(" (id, topic, key, type, payload, headers, created_at, available_at) VALUES ")
+	p := 1
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("($")
+		b.WriteString(strconv.Itoa(p))
+		b.WriteString("::uuid")
+		for j := 1; j < insertCols; j++ {
+			b.WriteString(",$")
+			b.WriteString(strconv.Itoa(p + j))
+			if j == 5 {
+				b.WriteString("::jsonb")
+			}
+		}
+		b.WriteByte(')')
+		p += insertCols
+	}
+	if !c.DisableNotify {
+		b.WriteString(") SELECT pg_notify('")
+		b.WriteString(nm.channel)
+		b.WriteString("', '')")
+	}
+	return b.String()
+}
+
+// insertArgs flattens msgs into parameters in the order insertSQL expects.
+// The types are ones every database/sql PostgreSQL driver and pgx encode.
+func insertArgs(msgs []outbox.Message) ([]any, error) {
+	args := make([]any, 0, len(msgs)*insertCols)
+	for _, m := range msgs {
+		var headers any // SQL NULL when there are none
+		if len(m.Headers) > 0 {
+			h, err := json.Marshal(m.Headers)
+			if err != nil {
+				return nil, fmt.Errorf("postgres: headers: %w", err)
+			}
+			headers = string(h)
+		}
+		available := m.CreatedAt
+		if m.NotBefore.After(available) {
+			available = m.NotBefore
+		}
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		args = append(args, m.ID.String(), m.Topic, m.Key, m.Type, payload, headers, m.CreatedAt.UTC(), available.UTC())
+	}
+	return args, nil
+}
+
+// chunks calls f with each run of at most maxInsertRows messages.
+func chunks(msgs []outbox.Message, f func([]outbox.Message) error) error {
+	for len(msgs) > 0 {
+		n := min(len(msgs), maxInsertRows)
+		if err := f(msgs[:n]); err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// SQLDriver enqueues through database/sql: outbox.New(driver) gives an
+// *outbox.Outbox[*sql.Tx]. It works with any PostgreSQL driver for
+// database/sql (pgx's stdlib, lib/pq).
+type SQLDriver struct{ cfg Config }
+
+// NewSQLDriver returns the database/sql write side for the table cfg names.
+func NewSQLDriver(cfg *Config) (*SQLDriver, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &SQLDriver{cfg: c}, nil
+}
+
+// InsertTx implements outbox.Driver.
+func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
+	if tx == nil {
+		return outbox.ErrNoTransaction
+	}
+	return chunks(msgs, func(msgs []outbox.Message) error {
+		args, err := insertArgs(msgs)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertSQL(d.cfg, len(msgs)), args...); err != nil {
+			return insertError(err)
+		}
+		return nil
+	})
+}
+
+// PgxDriver enqueues through pgx v5: outbox.New(driver) gives an
+// *outbox.Outbox[pgx.Tx].
+type PgxDriver struct{ cfg Config }
+
+// NewPgxDriver returns the pgx write side for the table cfg names.
+func NewPgxDriver(cfg *Config) (*PgxDriver, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &PgxDriver{cfg: c}, nil
+}
+
+// InsertTx implements outbox.Driver.
+func (d *PgxDriver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) error {
+	if tx == nil {
+		return outbox.ErrNoTransaction
+	}
+	return chunks(msgs, func(msgs []outbox.Message) error {
+		args, err := insertArgs(msgs)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, insertSQL(d.cfg, len(msgs)), args...); err != nil {
+			return insertError(err)
+		}
+		return nil
+	})
+}
+
+// insertError names what went wrong in the caller's terms.
+func insertError(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxClosed):
+		return fmt.Errorf("%w: %w", outbox.ErrNoTransaction, err)
+	case isSchemaMissing(err):
+		return fmt.Errorf("%w: %w", outbox.ErrSchemaMissing, err)
+	}
+	return fmt.Errorf("postgres: enqueue: %w", err)
+}

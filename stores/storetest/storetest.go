@@ -1,0 +1,62 @@
+// Package storetest is the conformance suite of the store contract: every
+// store runs Run unchanged against its real database.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// Harness is what the suite needs of a store under test: a migrated, empty
+// outbox table of its own.
+type Harness struct {
+	// Store is the relay side of the table.
+	Store stores.Store
+	// Enqueue writes msgs through the store's outbox.Driver in one new
+	// transaction, then commits it or, when commit is false, rolls it back.
+	Enqueue func(ctx context.Context, msgs []outbox.Message, commit bool) error
+}
+
+// Run runs every case. setup is called once per case and must return a
+// harness on a fresh table.
+func Run(t *testing.T, setup func(t *testing.T) Harness) {
+	cases := []struct {
+		name string
+		f    func(t *testing.T, h Harness)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"Rollback", testRollback},
+		{"ManyInOneCall", testManyInOneCall},
+		{"ClaimIsExclusive", testClaimIsExclusive},
+		{"AbortReleases", testAbortReleases},
+		{"MarkPublishedAndPurge", testMarkPublishedAndPurge},
+		{"DeletePublished", testDeletePublished},
+		{"RetryBackoff", testRetryBackoff},
+		{"DeadAndReplay", testDeadAndReplay},
+		{"NotBefore", testNotBefore},
+		{"UnnamedRecordsUntouched", testUnnamedRecordsUntouched},
+		{"LimitAndOrder", testLimitAndOrder},
+		{"Stats", testStats},
+		{"ConcurrentRelays", testConcurrentRelays},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := setup(t)
+			c.f(t, h)
+		})
+	}
+}
+
+// t0 is the suite's fixed clock: timestamps the suite writes and compares
+// never come from the wall clock.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
