@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"sync"
+	"time"
+)
+
+// breaker stops every worker while the broker is down. One failed batch opens
+// it for the next backoff delay; when the delay is over one worker probes
+// with a batch while the others keep waiting; the probe's success closes it,
+// its failure reopens it for a longer delay. Events are never charged for
+// the outage: the relay leaves them untouched.
+type breaker struct {
+	backoff Backoff
+
+	mu       sync.Mutex
+	failures int           // consecutive failed batches; 0 = closed
+	until    time.Time     // open until then (wall clock: this is waiting, not a timestamp)
+	probing  bool          // a worker is probing
+	changed  chan struct{} // closed on every state change
+}
+
+func newBreaker(b Backoff) *breaker {
+	return &breaker{backoff: b, changed: make(chan struct{})}
+}
+
+func (b *breaker) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// wait blocks until the caller may claim: the breaker is closed, or it is
+// the caller's turn to probe. It returns false if stop closes first.
+func (b *breaker) wait(stop <-chan struct{}) bool {
+	for {
+		b.mu.Lock()
+		if b.failures == 0 {
+			b.mu.Unlock()
+			return true
+		}
+		d := time.Until(b.until)
+		if d <= 0 && !b.probing {
+			b.probing = true
+			b.mu.Unlock()
+			return true
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if d <= 0 {
+			d = time.Hour // a probe is running: wait for its result
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-stop:
+			t.Stop()
+			return false
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// success closes the breaker; it reports whether it was open.
+func (b *breaker) success() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was := b.failures > 0
+	b.probing = false
+	if was {
+		b.failures = 0
+		b.notify()
+	}
+	return was
+}
+
+// failure opens the breaker and returns how long for.
+func (b *breaker) failure() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	b.probing = false
+	d := b.backoff.delay(b.failures)
+	b.until = time.Now().Add(d)
+	b.notify()
+	return d
+}
+
+// open reports whether the breaker is open.
+func (b *breaker) open() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures > 0
+}

@@ -1,0 +1,148 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/outboxgo/outbox"
+)
+
+// Config tunes a Relay. The zero value is ready to use; every field documents
+// its default.
+type Config struct {
+	// BatchSize is the most events one claim takes. Default 500. Memory is
+	// bounded by Workers × BatchSize events, whatever the backlog.
+	BatchSize int
+	// Workers is how many claim → publish → complete loops run at once.
+	// While one publishes, another claims. Default 2.
+	Workers int
+	// PollInterval is how often an idle relay looks for due events when no
+	// wake-up arrives (LISTEN/NOTIFY, Wake). Default 1s; it also bounds how
+	// late a delayed or retried event may be picked up.
+	PollInterval time.Duration
+	// PublishTimeout bounds one batch's publish, acknowledgements included.
+	// A batch not acknowledged in time counts as a broker outage. It must be
+	// shorter than the store's claim timeout. Default 10s.
+	PublishTimeout time.Duration
+	// MaxAttempts is how many failed publishes make an event dead. An
+	// outage does not count; a permanent rejection makes it dead at once.
+	// Default 10.
+	MaxAttempts int
+	// RetryBackoff spaces an event's retries: Min, doubling, up to Max, with
+	// jitter. Default 1s to 5m, jitter 0.2.
+	RetryBackoff Backoff
+	// OutageBackoff spaces the relay's probes of a broker that is down.
+	// Default 250ms to 30s, jitter 0.2.
+	OutageBackoff Backoff
+	// Retention keeps published events for this long (marked published,
+	// then purged in small batches). Zero, the default, deletes each event
+	// as soon as the broker has acknowledged it.
+	Retention time.Duration
+	// PurgeInterval is how often published events past Retention are
+	// purged. Default 1m. Unused when Retention is zero.
+	PurgeInterval time.Duration
+	// DisableListen stops the relay from using the store's wake-ups
+	// (LISTEN/NOTIFY); it then relies on PollInterval and Wake. Default false.
+	DisableListen bool
+	// ShutdownTimeout is how long Run waits for in-flight batches when its
+	// context is cancelled. Default 30s.
+	ShutdownTimeout time.Duration
+	// Clock stamps every time the relay writes. Default outbox.SystemClock.
+	Clock outbox.Clock
+	// Logger receives the relay's logs. Default: discarded.
+	Logger *slog.Logger
+	// Hooks observe the relay; all optional.
+	Hooks Hooks
+}
+
+// Backoff is an exponential backoff with jitter.
+type Backoff struct {
+	Min, Max time.Duration
+	// Jitter spreads each delay uniformly over ±Jitter of it (0 to 1).
+	Jitter float64
+}
+
+// Hooks observe the relay. They run on the relay's goroutines: keep them
+// quick.
+type Hooks struct {
+	// AfterPublish is called when a batch's publish has returned, before
+	// the batch is completed (marked) in the store, with one result per
+	// message. Metrics go here; so do tests that kill a relay between
+	// publish and mark.
+	AfterPublish func(msgs []outbox.Message, errs []error)
+	// AfterComplete is called when a batch's outcome is stored.
+	AfterComplete func(BatchResult)
+}
+
+// BatchResult counts what happened to one batch.
+type BatchResult struct {
+	Claimed, Published, Retried, Dead, Unavailable int
+	// Elapsed is the time from claim to completion (wall clock).
+	Elapsed time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultBatchSize       = 500
+	DefaultWorkers         = 2
+	DefaultPollInterval    = time.Second
+	DefaultPublishTimeout  = 10 * time.Second
+	DefaultMaxAttempts     = 10
+	DefaultPurgeInterval   = time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if out.BatchSize == 0 {
+		out.BatchSize = DefaultBatchSize
+	}
+	if out.Workers == 0 {
+		out.Workers = DefaultWorkers
+	}
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = DefaultMaxAttempts
+	}
+	def(&out.PollInterval, DefaultPollInterval)
+	def(&out.PublishTimeout, DefaultPublishTimeout)
+	def(&out.PurgeInterval, DefaultPurgeInterval)
+	def(&out.ShutdownTimeout, DefaultShutdownTimeout)
+	if out.RetryBackoff == (Backoff{}) {
+		out.RetryBackoff = Backoff{Min: time.Second, Max: 5 * time.Minute, Jitter: 0.2}
+	}
+	if out.OutageBackoff == (Backoff{}) {
+		out.OutageBackoff = Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	}
+	if out.Clock == nil {
+		out.Clock = outbox.SystemClock{}
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	if out.BatchSize < 0 || out.Workers < 0 || out.MaxAttempts < 0 {
+		errs = append(errs, errors.New("BatchSize, Workers and MaxAttempts must be positive"))
+	}
+	if out.PollInterval < 0 || out.PublishTimeout < 0 || out.Retention < 0 || out.PurgeInterval < 0 || out.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	for _, b := range []Backoff{out.RetryBackoff, out.OutageBackoff} {
+		if b.Min <= 0 || b.Max < b.Min || b.Jitter < 0 || b.Jitter > 1 {
+			errs = append(errs, fmt.Errorf("backoff %+v: want 0 < Min ≤ Max and 0 ≤ Jitter ≤ 1", b))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("relay: config: %w", err)
+	}
+	return out, nil
+}

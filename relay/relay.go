@@ -1,0 +1,167 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// Relay drains an outbox table to a broker: claim a batch, publish it
+// pipelined, then mark (or delete) it in one statement. Publish first, mark
+// after: a crash in between publishes the batch again (same IDs, which the
+// broker's dedup window and the consumer's inbox drop); it never loses one.
+type Relay struct {
+	store stores.Store
+	pub   publishers.Publisher
+	cfg   Config
+	log   *slog.Logger
+	brk   *breaker
+
+	mu      sync.Mutex
+	started bool
+	stop    chan struct{}      // closed by Stop: claim nothing new
+	hard    context.CancelFunc // cancels in-flight work
+	done    chan struct{}      // closed when every goroutine has returned
+	wakes   []chan struct{}
+
+	stats counters
+}
+
+// New returns a relay that drains store to pub. cfg may be nil.
+func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, error) {
+	if store == nil || pub == nil {
+		return nil, errors.New("relay: nil store or publisher")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff)}, nil
+}
+
+// Start starts the relay's goroutines and returns. Cancelling ctx stops the
+// relay at once, abandoning in-flight batches (their events stay pending);
+// Stop is the graceful way.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("relay: already started")
+	}
+	r.started = true
+	ctx, r.hard = context.WithCancel(ctx)
+	r.stop = make(chan struct{})
+	r.done = make(chan struct{})
+	r.wakes = make([]chan struct{}, r.cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range r.wakes {
+		r.wakes[i] = make(chan struct{}, 1)
+		wg.Go(func() { r.work(ctx, r.wakes[i]) })
+	}
+	if l, ok := r.store.(stores.Listener); ok && !r.cfg.DisableListen {
+		wg.Go(func() {
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-r.stop:
+				case <-lctx.Done():
+				}
+				cancel()
+			}()
+			_ = l.Listen(lctx, r.Wake)
+		})
+	}
+	if r.cfg.Retention > 0 {
+		wg.Go(func() { r.purge(ctx) })
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "listen", !r.cfg.DisableListen)
+	return nil
+}
+
+// Stop stops claiming, lets in-flight batches finish publishing and be
+// marked, and returns when every goroutine has returned. If ctx ends first,
+// in-flight work is abandoned (its events stay pending, none is lost) and
+// Stop returns ctx's error after the goroutines are gone.
+func (r *Relay) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.started {
+		r.mu.Unlock()
+		return errors.New("relay: not started")
+	}
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.done:
+		r.hard()
+		r.log.Info("relay stopped")
+		return nil
+	case <-ctx.Done():
+		r.hard()
+		<-r.done
+		r.log.Warn("relay stopped before in-flight batches finished; their events stay pending")
+		return fmt.Errorf("relay: stop: %w", ctx.Err())
+	}
+}
+
+// Run starts the relay and blocks until ctx is done, then stops it
+// gracefully within Config.ShutdownTimeout.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer cancel()
+	return r.Stop(sctx)
+}
+
+// Wake makes idle workers look for events now. Programs that enqueue in the
+// same process call it after commit when their store has no LISTEN/NOTIFY.
+func (r *Relay) Wake() {
+	for _, ch := range r.wakes {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stats returns the relay's counters since it was created.
+func (r *Relay) Stats() Stats { return r.stats.snapshot() }
+
+// Stats are a relay's counters.
+type Stats struct {
+	Claims      int64 // claims made, empty ones included
+	Batches     int64 // non-empty batches completed
+	Published   int64 // events acknowledged by the broker and marked
+	Retried     int64 // failed attempts scheduled for retry
+	Dead        int64 // events made dead
+	Outages     int64 // batches that found the broker unavailable
+	StoreErrors int64 // claims or completions that failed
+}
+
+type counters struct {
+	claims, batches, published, retried, dead, outages, storeErrors atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Claims: c.claims.Load(), Batches: c.batches.Load(), Published: c.published.Load(), Retried: c.retried.Load(),
+		Dead: c.dead.Load(), Outages: c.outages.Load(), StoreErrors: c.storeErrors.Load(),
+	}
+}

@@ -1,0 +1,171 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// errOutage says a batch found the broker unavailable.
+var errOutage = errors.New("broker unavailable")
+
+// work is one worker's loop: claim, publish, complete; when a batch comes
+// back short, wait for a wake-up or the poll interval.
+func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
+	storeBackoff := Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
+	storeFailures := 0
+	for {
+		if !r.brk.wait(r.stop) {
+			return
+		}
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		n, err := r.drain(ctx)
+		var idle time.Duration
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errOutage):
+			d := r.brk.failure()
+			r.log.Warn("broker unavailable; pausing the relay", "retry_in", d.Round(time.Millisecond), "error", err)
+			continue
+		}
+		// Anything but an outage ends one: the broker answered, or there
+		// was nothing to publish, or the store failed (not the broker's
+		// business).
+		if r.brk.success() && n > 0 {
+			r.log.Info("broker available again; relay resumed")
+		}
+		switch {
+		case err != nil:
+			storeFailures++
+			idle = storeBackoff.delay(storeFailures)
+			r.stats.storeErrors.Add(1)
+			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
+		case n == r.cfg.BatchSize:
+			storeFailures = 0
+			continue // a full batch: there is likely more
+		default:
+			storeFailures = 0
+			idle = r.cfg.PollInterval
+		}
+		t := time.NewTimer(idle)
+		select {
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// drain claims one batch, publishes it and stores the outcome. It returns
+// how many events it claimed.
+func (r *Relay) drain(ctx context.Context) (int, error) {
+	start := time.Now()
+	b, err := r.store.Claim(ctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now()})
+	if err != nil {
+		return 0, err
+	}
+	r.stats.claims.Add(1)
+	defer b.Abort(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Complete
+	recs := b.Records()
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	msgs := make([]outbox.Message, len(recs))
+	for i := range recs {
+		msgs[i] = recs[i].Message
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	errs := r.pub.Publish(pctx, msgs)
+	cancel()
+	if len(errs) != len(msgs) {
+		return len(recs), errors.New("relay: publisher returned a wrong number of results")
+	}
+	if h := r.cfg.Hooks.AfterPublish; h != nil {
+		h(msgs, errs)
+	}
+
+	now := r.cfg.Clock.Now()
+	o := stores.Outcome{Now: now, DeletePublished: r.cfg.Retention == 0}
+	res := BatchResult{Claimed: len(recs)}
+	var outage error
+	for i, err := range errs {
+		rec := &recs[i]
+		switch {
+		case err == nil:
+			o.Published = append(o.Published, rec.ID)
+		case publishers.IsUnavailable(err):
+			// Not the event's fault: leave it untouched.
+			res.Unavailable++
+			if outage == nil {
+				outage = err
+			}
+		case publishers.IsPermanent(err), rec.Attempts+1 >= r.cfg.MaxAttempts:
+			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: err.Error()})
+			r.log.Warn("event dead", "id", rec.ID, "topic", rec.Topic, "attempts", rec.Attempts+1, "error", err)
+		default:
+			next := now.Add(r.cfg.RetryBackoff.delay(rec.Attempts + 1))
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: next})
+		}
+	}
+	// Store what is known even when the broker went away mid-batch: the
+	// acknowledged events must not be published again needlessly.
+	if err := b.Complete(context.WithoutCancel(ctx), o); err != nil {
+		return len(recs), err
+	}
+	res.Published, res.Retried, res.Dead = len(o.Published), len(o.Retry), len(o.Dead)
+	res.Elapsed = time.Since(start)
+	r.stats.batches.Add(1)
+	r.stats.published.Add(int64(res.Published))
+	r.stats.retried.Add(int64(res.Retried))
+	r.stats.dead.Add(int64(res.Dead))
+	if h := r.cfg.Hooks.AfterComplete; h != nil {
+		h(res)
+	}
+	if outage != nil {
+		r.stats.outages.Add(1)
+		return len(recs), errors.Join(errOutage, outage)
+	}
+	return len(recs), nil
+}
+
+// purge deletes published events past the retention, in small batches.
+// Concurrent relays purge disjoint rows (the store skips locked ones).
+func (r *Relay) purge(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PurgeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		before := r.cfg.Clock.Now().Add(-r.cfg.Retention)
+		for {
+			n, err := r.store.Purge(ctx, stores.PurgeParams{Before: before, Limit: 1000})
+			if err != nil {
+				r.log.Error("purge failed", "error", err)
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}
