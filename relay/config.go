@@ -12,7 +12,7 @@ import (
 // Config tunes a Relay. The zero value is ready to use; every field documents
 // its default.
 type Config struct {
-	// BatchSize is the most events one claim takes. Default 500. Memory is
+	// BatchSize is the most events one claim takes. Default 1000. Memory is
 	// bounded by Workers × BatchSize events, whatever the backlog.
 	BatchSize int
 	// Workers is how many claim → publish → complete loops run at once.
@@ -85,7 +85,7 @@ type BatchResult struct {
 
 // Defaults for Config.
 const (
-	DefaultBatchSize       = 500
+	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
 	DefaultPollInterval    = time.Second
 	DefaultPublishTimeout  = 10 * time.Second

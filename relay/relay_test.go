@@ -35,7 +35,7 @@ type bundle struct {
 	js                      jetstream.JetStream
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	cfg := &postgres.Config{Schema: pgtest.Schema(t, pool)}

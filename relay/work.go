@@ -10,6 +10,9 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
+// lingerInterval is how soon a worker claims again after a short batch.
+const lingerInterval = 25 * time.Millisecond
+
 // errOutage says a batch found the broker unavailable.
 var errOutage = errors.New("broker unavailable")
 
@@ -52,6 +55,12 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 		case n == r.cfg.BatchSize:
 			storeFailures = 0
 			continue // a full batch: there is likely more
+		case n > 0:
+			// A short batch: the backlog is drained, but an event whose
+			// NOTIFY was debounced may commit just after. Look once more
+			// soon before idling.
+			storeFailures = 0
+			idle = min(r.cfg.PollInterval, lingerInterval)
 		default:
 			storeFailures = 0
 			idle = r.cfg.PollInterval

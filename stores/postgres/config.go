@@ -16,6 +16,14 @@ type Config struct {
 	// channel. Relays then find new events by polling only. Default false:
 	// every enqueueing transaction notifies once, at commit.
 	DisableNotify bool
+	// NotifyDebounce lets one process send at most one NOTIFY per interval:
+	// an Enqueue within the interval after another skips its NOTIFY (the
+	// relay's claim after the first wake-up, and its short linger, find the
+	// event). PostgreSQL takes a global lock at the commit of a notifying
+	// transaction and holds it through the WAL flush, so notifying on every
+	// transaction serializes concurrent writers (see docs/relay.md for the
+	// figures). Default 10ms; negative: notify on every transaction.
+	NotifyDebounce time.Duration
 	// ClaimTimeout bounds how long a relay may hold a claim: the claiming
 	// session's idle_in_transaction_session_timeout, so a relay that stalls
 	// (SIGSTOP, a long GC pause) loses its claim and its rows go to another
@@ -28,6 +36,8 @@ const (
 	DefaultSchema       = "outbox"
 	DefaultTable        = "messages"
 	DefaultClaimTimeout = 30 * time.Second
+	// DefaultNotifyDebounce is Config.NotifyDebounce's default.
+	DefaultNotifyDebounce = 10 * time.Millisecond
 )
 
 // maxIdentLen is PostgreSQL's NAMEDATALEN-1, less room for the suffixes of
@@ -44,6 +54,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.Table == "" {
 		out.Table = DefaultTable
+	}
+	if out.NotifyDebounce == 0 {
+		out.NotifyDebounce = DefaultNotifyDebounce
 	}
 	if out.ClaimTimeout <= 0 {
 		out.ClaimTimeout = DefaultClaimTimeout

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,10 +26,10 @@ const (
 // insertSQL builds the INSERT for n rows (n ≤ maxInsertRows), with a NOTIFY
 // in the same statement unless disabled. Identifiers come from a validated
 // Config; values are always parameters.
-func insertSQL(c Config, n int) string {
+func insertSQL(c Config, n int, notify bool) string {
 	nm := c.names()
 	var b strings.Builder
-	if !c.DisableNotify {
+	if notify {
 		b.WriteString("WITH ins AS (")
 	}
 	b.WriteString("INSERT INTO ")
@@ -51,7 +53,7 @@ func insertSQL(c Config, n int) string {
 		b.WriteByte(')')
 		p += insertCols
 	}
-	if !c.DisableNotify {
+	if notify {
 		b.WriteString(") SELECT pg_notify('")
 		b.WriteString(nm.channel)
 		b.WriteString("', '')")
@@ -97,10 +99,39 @@ func chunks(msgs []outbox.Message, f func([]outbox.Message) error) error {
 	return nil
 }
 
+// notifier decides which inserts carry a NOTIFY (see Config.NotifyDebounce).
+// It rate-limits on the monotonic wall clock: this is pacing, not a
+// timestamp that is stored.
+type notifier struct {
+	cfg  Config
+	last atomic.Int64 // nanoseconds since start of the last NOTIFY
+}
+
+var monoStart = time.Now()
+
+func (n *notifier) sql(rows int) string {
+	return insertSQL(n.cfg, rows, n.shouldNotify())
+}
+
+func (n *notifier) shouldNotify() bool {
+	if n.cfg.DisableNotify {
+		return false
+	}
+	if n.cfg.NotifyDebounce < 0 {
+		return true
+	}
+	now := int64(time.Since(monoStart))
+	last := n.last.Load()
+	if last != 0 && now-last < int64(n.cfg.NotifyDebounce) {
+		return false
+	}
+	return n.last.CompareAndSwap(last, now)
+}
+
 // SQLDriver enqueues through database/sql: outbox.New(driver) gives an
 // *outbox.Outbox[*sql.Tx]. It works with any PostgreSQL driver for
 // database/sql (pgx's stdlib, lib/pq).
-type SQLDriver struct{ cfg Config }
+type SQLDriver struct{ n notifier }
 
 // NewSQLDriver returns the database/sql write side for the table cfg names.
 func NewSQLDriver(cfg *Config) (*SQLDriver, error) {
@@ -108,7 +139,7 @@ func NewSQLDriver(cfg *Config) (*SQLDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SQLDriver{cfg: c}, nil
+	return &SQLDriver{n: notifier{cfg: c}}, nil
 }
 
 // InsertTx implements outbox.Driver.
@@ -121,7 +152,7 @@ func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Mess
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, insertSQL(d.cfg, len(msgs)), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, d.n.sql(len(msgs)), args...); err != nil {
 			return insertError(err)
 		}
 		return nil
@@ -130,7 +161,7 @@ func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Mess
 
 // PgxDriver enqueues through pgx v5: outbox.New(driver) gives an
 // *outbox.Outbox[pgx.Tx].
-type PgxDriver struct{ cfg Config }
+type PgxDriver struct{ n notifier }
 
 // NewPgxDriver returns the pgx write side for the table cfg names.
 func NewPgxDriver(cfg *Config) (*PgxDriver, error) {
@@ -138,7 +169,7 @@ func NewPgxDriver(cfg *Config) (*PgxDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PgxDriver{cfg: c}, nil
+	return &PgxDriver{n: notifier{cfg: c}}, nil
 }
 
 // InsertTx implements outbox.Driver.
@@ -151,7 +182,7 @@ func (d *PgxDriver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messa
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, insertSQL(d.cfg, len(msgs)), args...); err != nil {
+		if _, err := tx.Exec(ctx, d.n.sql(len(msgs)), args...); err != nil {
 			return insertError(err)
 		}
 		return nil

@@ -1,0 +1,157 @@
+package outboxcli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
+	"github.com/outboxgo/outbox/internal/natstest"
+	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/stores/postgres"
+)
+
+// run runs the CLI in-process and returns its exit code and output.
+func run(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = outboxcli.Main(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// failsWith asserts one line on stderr containing each of want, and exit 1.
+func failsWith(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	code, _, stderr := run(t, context.Background(), args...)
+	if code != 1 {
+		t.Errorf("%v: exit %d, want 1", args, code)
+	}
+	if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "outbox: ") {
+		t.Errorf("%v: stderr is not one line starting with \"outbox: \": %q", args, stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%v: stderr %q does not mention %q", args, stderr, w)
+		}
+	}
+	if strings.Contains(stderr, "s3cret") || strings.Contains(stderr, "goroutine ") {
+		t.Errorf("%v: stderr leaks a password or a stack trace: %q", args, stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	t.Setenv("OUTBOX_DATABASE_URL", "")
+	failsWith(t, []string{"status"}, "--database-url", "OUTBOX_DATABASE_URL")
+	failsWith(t, []string{"status", "--database-url", "mysqlx://bob:s3cret@db/app"}, `unsupported scheme "mysqlx"`, "bob:xxxxx@db")
+	failsWith(t, []string{"status", "--database-url", "not a url"}, "not a URL")
+	failsWith(t, []string{"status", "--database-url", "postgres://bob:s3cret@127.0.0.1:1/app"}, "cannot reach PostgreSQL", "bob:xxxxx@127.0.0.1:1")
+	failsWith(t, []string{"migrate", "--print", "--table", "x;drop"}, "not a valid SQL identifier")
+	failsWith(t, []string{"replay"}, "--all")
+	failsWith(t, []string{"replay", "nope"}, "not an event ID")
+	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "kafka://x"}, "unsupported scheme")
+	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()})
+	failsWith(t, []string{"nosuchcommand"}, "unknown command")
+}
+
+func TestEnvironmentVariables(t *testing.T) {
+	t.Setenv("OUTBOX_DATABASE_URL", "postgres://bob:s3cret@127.0.0.1:1/fromenv")
+	failsWith(t, []string{"status"}, "127.0.0.1:1/fromenv")
+	t.Setenv("OUTBOX_BATCH_SIZE", "many")
+	failsWith(t, []string{"relay"}, "OUTBOX_BATCH_SIZE")
+}
+
+func TestMigratePrint(t *testing.T) {
+	code, out, _ := run(t, context.Background(), "migrate", "--print", "--schema", "app", "--table", "events")
+	want, _ := postgres.SchemaSQL(&postgres.Config{Schema: "app", Table: "events"})
+	if code != 0 || out != want {
+		t.Fatalf("migrate --print: exit %d, output:\n%s", code, out)
+	}
+}
+
+// A user's session: the table is missing, they migrate, enqueue, look at
+// status, run the relay, and the events arrive.
+func TestMigrateStatusRelay(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	// Trust auth accepts any password: use one, to check it is never shown.
+	dbURL := strings.Replace(pgtest.URL(), "postgres@", "postgres:s3cret@", 1)
+	if !strings.Contains(dbURL, "s3cret") {
+		t.Fatalf("could not add a password to %s", pgtest.URL())
+	}
+	db := []string{"--database-url", dbURL, "--schema", schema}
+	ctx := context.Background()
+
+	failsWith(t, append([]string{"status"}, db...), "run `outbox migrate`", schema+".messages")
+
+	code, out, stderr := run(t, ctx, append([]string{"migrate"}, db...)...)
+	if code != 0 || !strings.Contains(out, "is ready") || strings.Contains(out+stderr, "s3cret") {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, stderr)
+	}
+
+	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	ob := outbox.New(d, nil)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return ob.Enqueue(ctx, tx,
+			outbox.Message{Topic: "orders", Payload: []byte("1")},
+			outbox.Message{Topic: "orders", Payload: []byte("2")},
+			outbox.Message{Topic: "stock", Payload: []byte("3")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run(t, ctx, append([]string{"status"}, db...)...)
+	if code != 0 || !regexpMatch(out, `(?m)^orders\s+2\s`) || !regexpMatch(out, `(?m)^stock\s+1\s`) || !regexpMatch(out, `(?m)^\(all\)\s+3\s`) {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+
+	nc := natstest.Connect(t)
+	stream := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if s, err := natstest.JetStream(t, nc).Stream(context.Background(), stream); err == nil {
+			_ = natstest.JetStream(t, nc).DeleteStream(context.Background(), s.CachedInfo().Config.Name)
+		}
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var rcode int
+	var rerr string
+	go func() {
+		defer close(done)
+		rcode, _, rerr = run(t, rctx, append([]string{"relay", "--broker-url", natstest.URL(),
+			"--subject-prefix", stream, "--stream", stream, "--poll-interval", "50ms"}, db...)...)
+	}()
+	js := natstest.JetStream(t, nc)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := js.Stream(ctx, stream)
+		if err == nil {
+			if info, err := s.Info(ctx); err == nil && info.State.Msgs == 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("3 events did not reach stream %s; relay stderr:\n%s", stream, rerr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	cancel()
+	<-done
+	if rcode != 0 {
+		t.Fatalf("relay exit %d:\n%s", rcode, rerr)
+	}
+	if strings.Contains(rerr, "s3cret") || !strings.Contains(rerr, "postgres:xxxxx@") {
+		t.Fatalf("relay logs leak or omit the redacted URL:\n%s", rerr)
+	}
+	code, out, _ = run(t, ctx, append([]string{"status"}, db...)...)
+	if code != 0 || !regexpMatch(out, `(?m)^\(all\)\s+0\s`) {
+		t.Fatalf("status after relay: exit %d\n%s", code, out)
+	}
+}

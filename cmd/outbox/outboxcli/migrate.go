@@ -1,0 +1,45 @@
+package outboxcli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxgo/outbox/stores/postgres"
+)
+
+func newMigrate(g *globals) *cobra.Command {
+	var print bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create the outbox schema, table and indexes (idempotent)",
+		Long: `migrate creates the outbox schema, table and indexes if they do not exist.
+It is safe to run again, and from several processes at once.
+
+With --print it connects to nothing and prints the SQL instead, for teams
+that migrate with goose, golang-migrate or atlas.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if print {
+				ddl, err := postgres.SchemaSQL(&postgres.Config{Schema: g.schema, Table: g.table})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprint(g.stdout, ddl)
+				return err
+			}
+			d, err := g.openDB(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			if err := d.store.Migrate(cmd.Context()); err != nil {
+				return fmt.Errorf("migrate %s: %s", d.where, pgErrText(err))
+			}
+			fmt.Fprintf(g.stdout, "outbox table %s.%s is ready in %s\n", g.schema, g.table, d.where)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&print, "print", false, "print the SQL instead of running it")
+	return cmd
+}

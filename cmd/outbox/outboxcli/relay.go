@@ -1,0 +1,123 @@
+package outboxcli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxgo/outbox/internal/redact"
+	"github.com/outboxgo/outbox/publishers"
+	natspub "github.com/outboxgo/outbox/publishers/nats"
+	"github.com/outboxgo/outbox/relay"
+)
+
+type relayFlags struct {
+	brokerURL     string
+	subjectPrefix string
+	stream        string
+	cfg           relay.Config
+}
+
+func newRelay(g *globals) *cobra.Command {
+	f := &relayFlags{}
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Publish pending events to the broker until interrupted",
+		Long: `relay drains the outbox to the broker: it claims a batch of pending events
+(FOR UPDATE SKIP LOCKED, so any number of relays may run), publishes the batch
+pipelined, and marks or deletes it once the broker has acknowledged it.
+
+A failed event is retried with exponential backoff and becomes dead after
+--max-attempts; see 'outbox dead' and 'outbox replay'. While the broker is
+unreachable the relay pauses as a whole and charges no event an attempt.
+SIGINT or SIGTERM stop it gracefully: in-flight batches finish first.
+
+Brokers, by URL scheme:
+  nats://host:4222   NATS JetStream (a stream must capture the subjects;
+                     --stream creates or extends one)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRelay(cmd, g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://user:pass@host:4222")
+	fl.StringVar(&f.subjectPrefix, "subject-prefix", "", "NATS: publish topic T on subject PREFIX.T (default: on T)")
+	fl.StringVar(&f.stream, "stream", "", "NATS: create (or extend) this JetStream stream to capture the subjects")
+	fl.IntVar(&f.cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "events per claim")
+	fl.IntVar(&f.cfg.Workers, "workers", relay.DefaultWorkers, "claim/publish loops running at once")
+	fl.DurationVar(&f.cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "how often to look for events without a wake-up")
+	fl.DurationVar(&f.cfg.PublishTimeout, "publish-timeout", relay.DefaultPublishTimeout, "how long a batch may wait for the broker's acks")
+	fl.IntVar(&f.cfg.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed attempts that make an event dead")
+	fl.DurationVar(&f.cfg.Retention, "retention", 0, "keep published events this long (0: delete at once)")
+	fl.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", relay.DefaultShutdownTimeout, "how long to let in-flight batches finish on SIGTERM")
+	fl.BoolVar(&f.cfg.DisableListen, "no-listen", false, "poll only; do not LISTEN for new events")
+	return cmd
+}
+
+func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
+	ctx := cmd.Context()
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	// Check both URLs before connecting to either.
+	if _, err := scheme("broker-url", f.brokerURL, "nats"); err != nil {
+		return err
+	}
+	d, err := g.openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	if err := d.check(ctx); err != nil {
+		return schemaMissing(err, d)
+	}
+	pub, where, err := f.openPublisher(cmd, log)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+
+	f.cfg.Logger = log
+	r, err := relay.New(d.store, pub, &f.cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("relaying", "database", d.where, "broker", where, "table", g.schema+"."+g.table)
+	start := time.Now()
+	err = r.Run(ctx)
+	st := r.Stats()
+	log.Info("relay done", "published", st.Published, "retried", st.Retried, "dead", st.Dead,
+		"outages", st.Outages, "uptime", time.Since(start).Round(time.Second))
+	return err
+}
+
+func (f *relayFlags) openPublisher(cmd *cobra.Command, log interface{ Info(string, ...any) }) (publishers.Publisher, string, error) {
+	sch, err := scheme("broker-url", f.brokerURL, "nats")
+	if err != nil {
+		return nil, "", err
+	}
+	where := redact.URL(f.brokerURL)
+	switch sch {
+	case "nats":
+		p, err := natspub.New(natspub.Config{URL: f.brokerURL, SubjectPrefix: f.subjectPrefix})
+		if err != nil {
+			return nil, "", fmt.Errorf("cannot reach NATS at %s: %s", where, redact.Text(err.Error()))
+		}
+		if f.stream != "" {
+			subj := ">"
+			if f.subjectPrefix != "" {
+				subj = f.subjectPrefix + ".>"
+			}
+			if err := p.EnsureStream(cmd.Context(), f.stream, []string{subj}); err != nil {
+				_ = p.Close()
+				return nil, "", fmt.Errorf("stream %s at %s: %s", f.stream, where, redact.Text(err.Error()))
+			}
+			log.Info("stream ready", "stream", f.stream, "subjects", subj)
+		}
+		return p, where, nil
+	}
+	return nil, "", fmt.Errorf("unreachable: scheme %q", sch)
+}
