@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -29,7 +30,8 @@ type Message struct {
 	// Payload is the event body, opaque to the outbox.
 	Payload []byte
 	// Headers are carried to the broker as message headers (correlation
-	// id, trace context). Names must be non-empty valid UTF-8.
+	// id, trace context). Names must be non-empty; names and values valid
+	// UTF-8 without CR or LF (no broker carries those in a header).
 	Headers map[string]string
 	// CreatedAt is when the event was enqueued. Zero means "now" per the
 	// Outbox's clock.
@@ -72,8 +74,8 @@ func (m *Message) validate() error {
 		return fmt.Errorf("%w: type is not valid UTF-8", ErrInvalidMessage)
 	}
 	for k, v := range m.Headers {
-		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return fmt.Errorf("%w: header %q: names must be non-empty and names and values valid UTF-8", ErrInvalidMessage, k)
+		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsAny(k+v, "\r\n") {
+			return fmt.Errorf("%w: header %q: names must be non-empty, names and values valid UTF-8 without CR or LF", ErrInvalidMessage, k)
 		}
 	}
 	return nil

@@ -30,6 +30,7 @@ func TestEnqueueValidates(t *testing.T) {
 		{outbox.Message{Topic: "t", Key: "\xff"}, "key is not valid UTF-8"},
 		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "\xff"}}, `header "h"`},
 		{outbox.Message{Topic: "t", Headers: map[string]string{"": "v"}}, `header ""`},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "a\r\nInjected: 1"}}, `header "h"`},
 		{outbox.Message{Topic: "t", Payload: make([]byte, 11)}, "payload is 11 bytes, limit 10"},
 	} {
 		err := ob.Enqueue(ctx, struct{}{}, c.m)

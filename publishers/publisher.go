@@ -25,11 +25,16 @@ type Publisher interface {
 	// acknowledged (stored by the broker). A Publisher must carry the
 	// message ID as the broker's dedup key where one exists, and the
 	// headers, key and type as the broker allows.
+	//
+	// An error does not prove the message was not stored (an ack may be
+	// lost in flight): that is why the ID travels as the dedup key. When
+	// ctx ends first, or after Close, the messages not acknowledged fail
+	// with Unavailable errors, never Permanent ones.
 	Publish(ctx context.Context, msgs []outbox.Message) []error
 	// Capabilities declares what the broker guarantees.
 	Capabilities() Capabilities
-	// Close flushes nothing and releases every resource; no goroutine
-	// outlives it.
+	// Close releases every resource; no goroutine outlives it. It may be
+	// called more than once.
 	Close() error
 }
 

@@ -51,6 +51,7 @@ const DuplicateWindow = 2 * time.Minute
 
 // NewStream creates a stream of this test's own, capturing subjectPrefix+".>"
 // with a DuplicateWindow, and deletes it at cleanup.
+// nc may be a connection to a private Server as well.
 func NewStream(t testing.TB, nc *nats.Conn) (subjectPrefix, stream string) {
 	t.Helper()
 	name := Name(t)
@@ -61,12 +62,15 @@ func NewStream(t testing.TB, nc *nats.Conn) (subjectPrefix, stream string) {
 		Name:       name,
 		Subjects:   []string{name + ".>"},
 		Duplicates: DuplicateWindow,
-		Storage:    jetstream.MemoryStorage,
+		Storage:    jetstream.FileStorage, // survives a restart of a private Server
 	})
 	if err != nil {
 		t.Fatalf("create stream %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if !nc.IsConnected() {
+			return // a private Server the test left down: nothing to clean
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := js.DeleteStream(ctx, name); err != nil {

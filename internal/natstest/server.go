@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // Server is a private in-process nats-server with JetStream that a test may
@@ -22,8 +23,9 @@ type Server struct {
 
 // StartServer starts a nats-server with JetStream on a free port of
 // 127.0.0.1, storing under dir (t.TempDir() when empty), and shuts it down
-// at cleanup.
-func StartServer(t testing.TB, dir string) *Server {
+// at cleanup. Each of opts may change the server's options before the first
+// start (e.g. turn JetStream off).
+func StartServer(t testing.TB, dir string, opts ...func(*server.Options)) *Server {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -37,6 +39,9 @@ func StartServer(t testing.TB, dir string) *Server {
 		NoLog:      true,
 		NoSigs:     true,
 	}}
+	for _, o := range opts {
+		o(&s.opts)
+	}
 	s.Start()
 	// Later starts reuse the port the first one was given.
 	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
@@ -88,4 +93,16 @@ func (s *Server) Restart() {
 	s.t.Helper()
 	s.Shutdown()
 	s.Start()
+}
+
+// Connect connects to the server, reconnecting forever every 50ms across
+// restarts, and closes the connection at cleanup.
+func (s *Server) Connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.url, nats.Name("natstest"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to private nats-server %s: %v", s.url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

@@ -3,6 +3,8 @@ package nats
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,7 +50,16 @@ func classify(err error) error {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled),
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
 		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled):
+		errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.ErrClosedPipe),
+		errors.Is(err, net.ErrClosed):
+		return publishers.Unavailable(err)
+	}
+	// The socket failed under a write (broken pipe, connection reset).
+	var netErr net.Error
+	if errors.As(err, &netErr) {
 		return publishers.Unavailable(err)
 	}
 	var api *jetstream.APIError

@@ -26,6 +26,7 @@ type Publisher struct {
 
 	mu     sync.RWMutex // held shared while sending, exclusively by Close
 	closed bool
+	done   chan struct{} // closed by Close: awaiting Publish calls give up
 }
 
 var _ publishers.Publisher = (*Publisher)(nil)
@@ -43,7 +44,7 @@ func New(cfg Config) (*Publisher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, nc: cfg.Conn}
+	p := &Publisher{cfg: cfg, nc: cfg.Conn, done: make(chan struct{})}
 	if p.nc == nil {
 		nc, err := nats.Connect(cfg.URL, p.connOptions()...)
 		if err != nil {
@@ -132,6 +133,7 @@ func (c *call) send() []jetstream.PubAckFuture {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	maxPayload := int(p.nc.MaxPayload())
+	var down error // once sending fails for want of a broker, stop trying
 	for i := range msgs {
 		m := &msgs[i]
 		if p.closed {
@@ -140,6 +142,10 @@ func (c *call) send() []jetstream.PubAckFuture {
 		}
 		if err := ctx.Err(); err != nil {
 			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: not sent: %w", m.ID, err))
+			continue
+		}
+		if down != nil {
+			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: not sent after an earlier message failed: %w", m.ID, down))
 			continue
 		}
 		nm, size, err := p.natsMsg(m)
@@ -151,6 +157,9 @@ func (c *call) send() []jetstream.PubAckFuture {
 		}
 		if err != nil {
 			errs[i] = c.wrap(m, err)
+			if publishers.IsUnavailable(errs[i]) {
+				down = err
+			}
 		}
 	}
 	return futs
@@ -174,7 +183,7 @@ func (c *call) await(futs []jetstream.PubAckFuture) {
 		if f == nil {
 			continue
 		}
-		ack, err := wait(c.ctx, f)
+		ack, err := wait(c.ctx, c.p.done, f)
 		if err != nil {
 			c.errs[i] = c.wrap(&c.msgs[i], err)
 			continue
@@ -185,8 +194,9 @@ func (c *call) await(futs []jetstream.PubAckFuture) {
 	}
 }
 
-// wait returns f's outcome, preferring one that is in over ctx's end.
-func wait(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+// wait returns f's outcome, preferring one that is in over ctx's end or
+// the publisher's.
+func wait(ctx context.Context, done <-chan struct{}, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
 	okc, errc := f.Ok(), f.Err()
 	select {
 	case ack := <-okc:
@@ -202,6 +212,8 @@ func wait(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, err
 		return nil, err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+	case <-done:
+		return nil, fmt.Errorf("no acknowledgement before Close: %w", ErrClosed)
 	}
 }
 
@@ -234,9 +246,16 @@ func (c *call) noStream(err error) error {
 	return fmt.Errorf("%w: does a stream capture the subject?", err)
 }
 
-// Close releases the connection when New made it. Publishes still waiting
-// for their acknowledgement fail; Close waits for no Publish call. Calling
-// Close again does nothing.
+// Close closes the connection when New made it, or else removes the
+// publisher's subscription from the caller's connection. Publish calls
+// still waiting for acknowledgements return at once, their messages failed
+// as unavailable (ErrClosed). Calling Close again does nothing.
+//
+// With Config.Conn, a race in nats.go v1.55.0 (jetstream CleanupPublisher
+// running before the goroutine the first Publish started has read its
+// status channel) can leave that goroutine blocked for good when Close
+// follows the first Publish at once. A connection New made has no such
+// problem: closing it ends the goroutine.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -244,9 +263,14 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	p.closed = true
-	p.js.CleanupPublisher()
+	close(p.done)
 	if p.ownConn {
+		// Closing the connection ends the jetstream package's goroutine.
+		// CleanupPublisher is not called here: in nats.go v1.55.0, called
+		// before that goroutine first runs, it leaves it blocked forever.
 		p.nc.Close()
+		return nil
 	}
+	p.js.CleanupPublisher()
 	return nil
 }

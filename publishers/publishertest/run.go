@@ -10,7 +10,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Setup == nil {
 		t.Fatal("publishertest: Harness.Setup is nil")
 	}
-	t.Run("group", func(t *testing.T) {
+	t.Run("Parallel", func(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			fn   func(*testing.T, Env)
