@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -55,9 +56,15 @@ func benchDrain(b *testing.B, cfg *relay.Config) {
 	if err := r.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
+	var peakHeap uint64
 	go func() {
 		defer close(done)
-		for r.Stats().Published < int64(n) {
+		var ms runtime.MemStats
+		for i := 0; r.Stats().Published < int64(n); i++ {
+			if i%50 == 0 {
+				runtime.ReadMemStats(&ms)
+				peakHeap = max(peakHeap, ms.HeapInuse)
+			}
 			time.Sleep(time.Millisecond) // polling a counter
 		}
 	}()
@@ -74,4 +81,5 @@ func benchDrain(b *testing.B, cfg *relay.Config) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
 }

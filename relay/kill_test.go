@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/pgtest"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHelper) != "" {
 		os.Exit(relayProcess())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // relayProcess is a relay that prints "published <ids>" after its first

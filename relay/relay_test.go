@@ -375,3 +375,42 @@ func TestDelayedEventWaitsForItsTime(t *testing.T) {
 		t.Fatalf("second arrival %s, want the delayed event", ids[1])
 	}
 }
+
+// Stop lets an in-flight batch finish publishing and be marked.
+func TestStopFinishesInFlightBatch(t *testing.T) {
+	b := setup(t)
+	ev := events("orders", 1)[0]
+	b.enqueue(t, true, ev)
+	published := make(chan struct{})
+	release := make(chan struct{})
+	r, err := relay.New(b.store, b.publisher(t), &relay.Config{PollInterval: 50 * time.Millisecond,
+		Hooks: relay.Hooks{AfterPublish: func([]outbox.Message, []error) {
+			close(published)
+			<-release
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-published
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stopped <- r.Stop(ctx)
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a batch was in flight", err)
+	case <-time.After(100 * time.Millisecond): // a window for a wrong early return
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if rows := b.rows(t); len(rows) != 0 {
+		t.Fatalf("the in-flight batch was not marked before Stop returned: %v", rows)
+	}
+}
