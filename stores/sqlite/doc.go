@@ -1,0 +1,69 @@
+// Package sqlite is the SQLite store: the write side (Driver, an
+// outbox.Driver[*sql.Tx]) and the relay side (Store, a stores.Store) of an
+// outbox table in a SQLite database file.
+//
+//	db, err := sqlite.Open("app.db")
+//	store, err := sqlite.New(db, nil)   // relay side
+//	err = store.Migrate(ctx)
+//	drv, err := sqlite.NewDriver(nil)   // write side
+//	ob := outbox.New(drv, nil)
+//	tx, err := db.BeginTx(ctx, nil)
+//	// … the business change …
+//	err = ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: p})
+//	err = tx.Commit()
+//
+// It needs SQLite 3.41 or later (STRICT tables, RETURNING, UPDATE … FROM,
+// the ->> operator, unhex). Open uses modernc.org/sqlite, pure Go; New and
+// NewDriver work with any database/sql SQLite driver recent enough.
+//
+// # Connection settings
+//
+// Open sets what the outbox relies on. If you open the database yourself,
+// set the same on every connection (with modernc.org/sqlite, DSN returns
+// them as a data source name):
+//
+//   - journal_mode=WAL. Readers do not block the writer nor the writer
+//     readers: relays polling, Stats and Dead never stall an enqueue. It is
+//     a property of the file, so every process sharing it gets it.
+//   - busy_timeout=5000 (milliseconds, or more). SQLite has one writer at a
+//     time; without a busy timeout a writer that finds the lock taken fails
+//     at once with SQLITE_BUSY instead of waiting its turn.
+//   - _txlock=immediate (a driver setting, modernc and mattn): BeginTx
+//     issues BEGIN IMMEDIATE, taking the write lock at BEGIN. A deferred
+//     transaction that reads and then writes fails with SQLITE_BUSY at its
+//     first write when another connection committed in between, and no
+//     busy timeout helps. The store's own write transactions are IMMEDIATE
+//     whatever this setting says.
+//   - synchronous=FULL (SQLite's default, unless your build changed it).
+//     With NORMAL in WAL mode, a power loss can roll back the last commits;
+//     if the relay had already published their events, consumers would see
+//     events of transactions that no longer exist.
+//   - foreign_keys=ON is for your own tables; the outbox table has no
+//     foreign keys.
+//
+// # Claims
+//
+// SQLite has one writer and no SKIP LOCKED, and a write transaction held
+// open while a relay publishes would stall every enqueuer for a broker round
+// trip. So a claim is a lease: one short statement stamps up to Limit due
+// rows with a random token and locked_until = Now + ClaimTimeout, and
+// returns them. Complete applies the outcome in one short transaction to
+// the rows that still hold the token and clears it; Abort clears it. A
+// relay that dies leaves its rows leased until ClaimTimeout passes; then
+// the next claim takes them. ClaimTimeout must therefore exceed the relay's
+// publish timeout, and relays sharing a database should have roughly the
+// same clock, since leases are stamped and compared with the claiming
+// relay's ClaimParams.Now.
+//
+// This works the same for relays in one process and for relays in several
+// processes sharing one database file (on a local file system: SQLite's
+// locking is not reliable on network file systems).
+//
+// # Storage
+//
+// Ids are 16-byte BLOBs, headers a JSON object as TEXT, times INTEGER
+// microseconds since the Unix epoch (UTC): CreatedAt and NotBefore
+// round-trip at microsecond precision, as with PostgreSQL. The table is
+// STRICT. migrations/ holds the schema as a plain SQL file for migration
+// tools.
+package sqlite

@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/outboxgo/outbox"
+)
+
+// SQLite takes at most 32766 parameters per statement (SQLITE_MAX_VARIABLE_
+// NUMBER since 3.32); a larger Enqueue goes in chunks of this many rows,
+// still inside the caller's transaction.
+const (
+	insertCols    = 8
+	maxParams     = 32766
+	maxInsertRows = maxParams / insertCols
+)
+
+// insertSQL builds the INSERT for n rows (n ≤ maxInsertRows). The table name
+// comes from a validated Config; values are always parameters.
+func insertSQL(table string, n int) string {
+	const row = "(?,?,?,?,?,?,?,?)"
+	var b strings.Builder
+	b.Grow(100 + n*(len(row)+1))
+	b.WriteString("INSERT INTO ")
+	b.WriteString(table)
+	b.WriteString(" (id, topic, key, type, payload, headers, created_at, available_at) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// insertArgs flattens msgs into parameters in the order insertSQL expects.
+func insertArgs(msgs []outbox.Message) ([]any, error) {
+	args := make([]any, 0, len(msgs)*insertCols)
+	for _, m := range msgs {
+		var headers any // SQL NULL when there are none
+		if len(m.Headers) > 0 {
+			h, err := json.Marshal(m.Headers)
+			if err != nil {
+				return nil, fmt.Errorf("sqlite: headers: %w", err)
+			}
+			headers = string(h)
+		}
+		available := m.CreatedAt
+		if m.NotBefore.After(available) {
+			available = m.NotBefore
+		}
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{} // NOT NULL: an empty BLOB
+		}
+		args = append(args, m.ID[:], m.Topic, m.Key, m.Type, payload, headers,
+			m.CreatedAt.UnixMicro(), available.UnixMicro())
+	}
+	return args, nil
+}
+
+// Driver enqueues through database/sql: outbox.New(driver) gives an
+// *outbox.Outbox[*sql.Tx]. It works with any SQLite driver for database/sql
+// (modernc.org/sqlite, mattn/go-sqlite3, ncruces/go-sqlite3).
+type Driver struct {
+	cfg   Config
+	table string
+	one   string // insertSQL(table, 1), the common case
+}
+
+var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
+
+// NewDriver returns the write side for the table cfg names (nil:
+// outbox_messages).
+func NewDriver(cfg *Config) (*Driver, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{cfg: c, table: c.table(), one: insertSQL(c.table(), 1)}, nil
+}
+
+// InsertTx implements outbox.Driver: one INSERT statement per 4095 messages.
+//
+// Begin tx with _txlock=immediate (see Open): a deferred transaction that
+// reads before it writes can fail with SQLITE_BUSY at its first write when
+// another connection committed meanwhile, and no busy_timeout helps then.
+func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
+	if tx == nil {
+		return outbox.ErrNoTransaction
+	}
+	for len(msgs) > 0 {
+		n := min(len(msgs), maxInsertRows)
+		args, err := insertArgs(msgs[:n])
+		if err != nil {
+			return err
+		}
+		q := d.one
+		if n > 1 {
+			q = insertSQL(d.table, n)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return insertError(err)
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// insertError names what went wrong in the caller's terms.
+func insertError(err error) error {
+	switch {
+	case errors.Is(err, sql.ErrTxDone):
+		return fmt.Errorf("%w: %w", outbox.ErrNoTransaction, err)
+	case isSchemaMissing(err):
+		return fmt.Errorf("%w: %w", outbox.ErrSchemaMissing, err)
+	}
+	return fmt.Errorf("sqlite: enqueue: %w", err)
+}
