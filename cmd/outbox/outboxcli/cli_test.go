@@ -155,3 +155,22 @@ func TestMigrateStatusRelay(t *testing.T) {
 		t.Fatalf("status after relay: exit %d\n%s", code, out)
 	}
 }
+
+// The same commands on SQLite: a file, no server.
+func TestSQLiteMigrateStatus(t *testing.T) {
+	url := "sqlite://" + t.TempDir() + "/outbox.db"
+	ctx := context.Background()
+	failsWith(t, []string{"status", "--database-url", url}, "run `outbox migrate`", "outbox_messages")
+	code, out, stderr := run(t, ctx, "migrate", "--database-url", url)
+	if code != 0 || !strings.Contains(out, "outbox_messages is ready") {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run(t, ctx, "status", "--database-url", url)
+	if code != 0 || !regexpMatch(out, `(?m)^\(all\)\s+0\s`) {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, "migrate", "--print", "--database-url", url)
+	if code != 0 || !strings.Contains(out, "outbox_messages") || strings.Contains(out, "jsonb") {
+		t.Fatalf("migrate --print on sqlite printed:\n%s", out)
+	}
+}

@@ -2,10 +2,12 @@ package outboxcli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/stores/sqlite"
 )
 
 func newMigrate(g *globals) *cobra.Command {
@@ -17,11 +19,15 @@ func newMigrate(g *globals) *cobra.Command {
 It is safe to run again, and from several processes at once.
 
 With --print it connects to nothing and prints the SQL instead, for teams
-that migrate with goose, golang-migrate or atlas.`,
+that migrate with goose, golang-migrate or atlas (PostgreSQL's, or SQLite's
+when --database-url is a sqlite: URL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if print {
 				ddl, err := postgres.SchemaSQL(&postgres.Config{Schema: g.schema, Table: g.table})
+				if strings.HasPrefix(g.databaseURL, "sqlite:") {
+					ddl, err = sqlite.SchemaSQL(g.sqliteConfig())
+				}
 				if err != nil {
 					return err
 				}
@@ -36,7 +42,7 @@ that migrate with goose, golang-migrate or atlas.`,
 			if err := d.store.Migrate(cmd.Context()); err != nil {
 				return fmt.Errorf("migrate %s: %s", d.where, pgErrText(err))
 			}
-			fmt.Fprintf(g.stdout, "outbox table %s.%s is ready in %s\n", g.schema, g.table, d.where)
+			fmt.Fprintf(g.stdout, "outbox table %s is ready in %s\n", d.table, d.where)
 			return nil
 		},
 	}

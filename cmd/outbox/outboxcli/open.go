@@ -14,6 +14,7 @@ import (
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/stores/sqlite"
 )
 
 // db is an opened outbox store.
@@ -22,8 +23,6 @@ type db struct {
 	// check returns outbox.ErrSchemaMissing (wrapped) when the table is
 	// missing.
 	check func(ctx context.Context) error
-	// ddl is the SQL that migrate runs.
-	ddl   func() (string, error)
 	close func()
 	where string // the redacted URL, for messages
 	table string // schema.table, for messages
@@ -50,7 +49,7 @@ func scheme(what, raw string, known ...string) (string, error) {
 // openDB connects to the database the flags name. It pings, so an
 // unreachable database is reported here, once, by name.
 func (g *globals) openDB(ctx context.Context) (*db, error) {
-	sch, err := scheme("database-url", g.databaseURL, "postgres", "postgresql")
+	sch, err := scheme("database-url", g.databaseURL, "postgres", "postgresql", "sqlite")
 	if err != nil {
 		return nil, err
 	}
@@ -85,13 +84,55 @@ func (g *globals) openDB(ctx context.Context) (*db, error) {
 		return &db{
 			store: s,
 			check: s.CheckSchema,
-			ddl:   func() (string, error) { return postgres.SchemaSQL(cfg) },
 			close: pool.Close,
 			where: where,
 			table: g.schema + "." + g.table,
 		}, nil
+	case "sqlite":
+		return g.openSQLite(ctx, where)
 	}
 	return nil, fmt.Errorf("unreachable: scheme %q", sch)
+}
+
+// sqliteConfig maps the flags to SQLite, which has no schemas: the table is
+// <schema>_<table>, outbox_messages by default.
+func (g *globals) sqliteConfig() *sqlite.Config {
+	return &sqlite.Config{Table: g.schema + "_" + g.table}
+}
+
+// sqlitePath is the file a sqlite:// URL names: sqlite:///abs/path.db or
+// sqlite://relative/path.db.
+func sqlitePath(raw string) string {
+	p := strings.TrimPrefix(raw, "sqlite://")
+	p, _, _ = strings.Cut(p, "?")
+	return p
+}
+
+func (g *globals) openSQLite(ctx context.Context, where string) (*db, error) {
+	cfg := g.sqliteConfig()
+	if _, err := sqlite.SchemaSQL(cfg); err != nil {
+		return nil, err
+	}
+	path := sqlitePath(g.databaseURL)
+	if path == "" {
+		return nil, fmt.Errorf("--database-url %s: no file (want sqlite:///path/to/file.db)", where)
+	}
+	sdb, err := sqlite.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open SQLite database %s: %s", path, redact.Text(err.Error()))
+	}
+	s, err := sqlite.New(sdb, cfg)
+	if err != nil {
+		_ = sdb.Close()
+		return nil, err
+	}
+	return &db{
+		store: s,
+		check: s.CheckSchema,
+		close: func() { _ = sdb.Close() },
+		where: where,
+		table: cfg.Table,
+	}, nil
 }
 
 // pgErrText is err's message with any password hidden (pgx quotes the
