@@ -68,7 +68,11 @@ Every flag can also be set by an environment variable, named after the flag:
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newReplay(g))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return envDefaults(cmd.Flags())
+		if err := envDefaults(cmd.Flags()); err != nil {
+			return err
+		}
+		_, err := g.logger() // a bad --log-format fails every command, early
+		return err
 	}
 	return root
 }

@@ -55,7 +55,8 @@ func TestBadInput(t *testing.T) {
 	failsWith(t, []string{"replay"}, "--all")
 	failsWith(t, []string{"replay", "nope"}, "not an event ID")
 	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "kafka://x"}, "unsupported scheme")
-	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()})
+	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()}, `--log-format "xml"`)
+	failsWith(t, []string{"relay", "--log-level", "loud", "--database-url", pgtest.URL()}, `--log-level "loud"`)
 	failsWith(t, []string{"nosuchcommand"}, "unknown command")
 }
 
