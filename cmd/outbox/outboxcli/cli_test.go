@@ -3,6 +3,7 @@ package outboxcli_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
 	"github.com/outboxgo/outbox/internal/natstest"
 	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/stores/postgres"
 )
 
@@ -174,4 +176,35 @@ func TestSQLiteMigrateStatus(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "outbox_messages") || strings.Contains(out, "jsonb") {
 		t.Fatalf("migrate --print on sqlite printed:\n%s", out)
 	}
+}
+
+// The same commands on MariaDB, in a database of the test's own.
+func TestMySQLMigrateStatus(t *testing.T) {
+	dbName := fmt.Sprintf("t_cli_%d", time.Now().UnixNano())
+	admin, err := sql.Open("mysql", "root@tcp(127.0.0.1:3306)/test")
+	if err == nil {
+		err = admin.Ping()
+	}
+	if err != nil {
+		testenv.Unreachable(t, "MariaDB at 127.0.0.1:3306", err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec("CREATE DATABASE " + dbName); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE " + dbName) })
+	url := "mysql://root:s3cret@127.0.0.1:3306/" + dbName
+	failsWith(t, []string{"status", "--database-url", url}, "cannot reach MySQL", "root:xxxxx@")
+	url = "mysql://root@127.0.0.1:3306/" + dbName
+	ctx := context.Background()
+	failsWith(t, []string{"status", "--database-url", url}, "run `outbox migrate`", "outbox_messages")
+	code, out, stderr := run(t, ctx, "migrate", "--database-url", url)
+	if code != 0 || !strings.Contains(out, "outbox_messages is ready") {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run(t, ctx, "status", "--database-url", url)
+	if code != 0 || !regexpMatch(out, `(?m)^\(all\)\s+0\s`) {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	failsWith(t, []string{"status", "--database-url", "mysql://root@127.0.0.1:3306"}, "no database name")
 }

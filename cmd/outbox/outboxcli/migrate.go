@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxgo/outbox/stores/mysql"
 	"github.com/outboxgo/outbox/stores/postgres"
 	"github.com/outboxgo/outbox/stores/sqlite"
 )
@@ -19,14 +20,17 @@ func newMigrate(g *globals) *cobra.Command {
 It is safe to run again, and from several processes at once.
 
 With --print it connects to nothing and prints the SQL instead, for teams
-that migrate with goose, golang-migrate or atlas (PostgreSQL's, or SQLite's
-when --database-url is a sqlite: URL).`,
+that migrate with goose, golang-migrate or atlas (PostgreSQL's, or MySQL's or
+SQLite's when --database-url is a mysql: or sqlite: URL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if print {
 				ddl, err := postgres.SchemaSQL(&postgres.Config{Schema: g.schema, Table: g.table})
-				if strings.HasPrefix(g.databaseURL, "sqlite:") {
+				switch {
+				case strings.HasPrefix(g.databaseURL, "sqlite:"):
 					ddl, err = sqlite.SchemaSQL(g.sqliteConfig())
+				case strings.HasPrefix(g.databaseURL, "mysql:"):
+					ddl, err = mysql.SchemaSQL(g.mysqlConfig())
 				}
 				if err != nil {
 					return err

@@ -2,17 +2,20 @@ package outboxcli
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/stores"
+	"github.com/outboxgo/outbox/stores/mysql"
 	"github.com/outboxgo/outbox/stores/postgres"
 	"github.com/outboxgo/outbox/stores/sqlite"
 )
@@ -49,7 +52,7 @@ func scheme(what, raw string, known ...string) (string, error) {
 // openDB connects to the database the flags name. It pings, so an
 // unreachable database is reported here, once, by name.
 func (g *globals) openDB(ctx context.Context) (*db, error) {
-	sch, err := scheme("database-url", g.databaseURL, "postgres", "postgresql", "sqlite")
+	sch, err := scheme("database-url", g.databaseURL, "postgres", "postgresql", "mysql", "sqlite")
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +93,8 @@ func (g *globals) openDB(ctx context.Context) (*db, error) {
 		}, nil
 	case "sqlite":
 		return g.openSQLite(ctx, where)
+	case "mysql":
+		return g.openMySQL(ctx, where)
 	}
 	return nil, fmt.Errorf("unreachable: scheme %q", sch)
 }
@@ -147,4 +152,80 @@ func schemaMissing(err error, d *db) error {
 		return fmt.Errorf("the outbox table %s does not exist in %s: run `outbox migrate` first", d.table, d.where)
 	}
 	return err
+}
+
+// mysqlDSN turns mysql://user:pass@host:3306/db?param=v into the driver's
+// user:pass@tcp(host:3306)/db?param=v.
+func mysqlDSN(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	cfg := gomysql.NewConfig()
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	cfg.Net = "tcp"
+	cfg.Addr = u.Host
+	if u.Port() == "" {
+		cfg.Addr = u.Host + ":3306"
+	}
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
+	if cfg.DBName == "" {
+		return "", errors.New("no database name (want mysql://user:pass@host:3306/dbname)")
+	}
+	dsn := cfg.FormatDSN()
+	if u.RawQuery != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + u.RawQuery
+	}
+	if _, err := gomysql.ParseDSN(dsn); err != nil {
+		return "", err
+	}
+	return dsn, nil
+}
+
+// mysqlConfig maps the flags to MySQL, where the table lives in the URL's
+// database: it is <schema>_<table>, outbox_messages by default.
+func (g *globals) mysqlConfig() *mysql.Config {
+	return &mysql.Config{Table: g.schema + "_" + g.table}
+}
+
+func (g *globals) openMySQL(ctx context.Context, where string) (*db, error) {
+	cfg := g.mysqlConfig()
+	if _, err := mysql.SchemaSQL(cfg); err != nil {
+		return nil, err
+	}
+	dsn, err := mysqlDSN(g.databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("--database-url %s: %s", where, redact.Text(err.Error()))
+	}
+	sdb, err := sql.Open("mysql", dsn)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = sdb.PingContext(pctx)
+		cancel()
+	}
+	if err != nil {
+		if sdb != nil {
+			_ = sdb.Close()
+		}
+		return nil, fmt.Errorf("cannot reach MySQL at %s: %s", where, redact.Text(err.Error()))
+	}
+	s, err := mysql.New(sdb, cfg)
+	if err != nil {
+		_ = sdb.Close()
+		return nil, err
+	}
+	return &db{
+		store: s,
+		check: s.CheckSchema,
+		close: func() { _ = sdb.Close() },
+		where: where,
+		table: cfg.Table,
+	}, nil
 }
