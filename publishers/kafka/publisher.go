@@ -1,0 +1,188 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+)
+
+// Headers the publisher sets on every record, besides the message's own.
+const (
+	// HeaderID carries the event ID, the consumer's dedup key.
+	HeaderID = "Outbox-Id"
+	// HeaderType carries Message.Type, when not empty.
+	HeaderType = "Outbox-Type"
+	// HeaderCreatedAt carries Message.CreatedAt in RFC 3339 with
+	// nanoseconds, when not zero.
+	HeaderCreatedAt = "Outbox-Created-At"
+)
+
+// Publisher publishes outbox messages to Kafka. It is safe for concurrent
+// use.
+type Publisher struct {
+	cfg Config
+	cl  *kgo.Client
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close: waiting Publish calls give up
+}
+
+var _ publishers.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher producing to cfg.Brokers. It does not wait for a
+// broker to answer: franz-go connects lazily, so New succeeds while Kafka
+// is down and the first Publish calls fail as unavailable until it is up.
+func New(cfg Config) (*Publisher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(cfg.clientOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
+	}
+	return &Publisher{cfg: cfg, cl: cl, done: make(chan struct{})}, nil
+}
+
+// Client returns the franz-go client the Publisher produces with.
+func (p *Publisher) Client() *kgo.Client { return p.cl }
+
+// Capabilities: the idempotent producer keeps the records of a partition
+// in produce order through retries; Kafka drops no re-sent event ID.
+func (p *Publisher) Capabilities() publishers.Capabilities {
+	return publishers.Capabilities{OrderedRetries: true, Dedup: false}
+}
+
+// topic maps an outbox topic to a Kafka topic.
+func (p *Publisher) topic(topic string) string {
+	if p.cfg.Topic != nil {
+		return p.cfg.Topic(topic)
+	}
+	return p.cfg.TopicPrefix + topic
+}
+
+// record builds the record of m.
+func (p *Publisher) record(m *outbox.Message) *kgo.Record {
+	r := &kgo.Record{Topic: p.topic(m.Topic), Value: m.Payload}
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
+	}
+	// The record timestamp stays the produce time: a CreatedAt from before
+	// a long outage could put the record past the topic's retention.ms at
+	// once, or be refused by log.message.timestamp.before.max.ms.
+	r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers)+3)
+	for k, v := range m.Headers {
+		if reserved(k) {
+			continue
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderID, Value: []byte(m.ID.String())})
+	if m.Type != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderType, Value: []byte(m.Type)})
+	}
+	if !m.CreatedAt.IsZero() {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderCreatedAt, Value: []byte(m.CreatedAt.UTC().Format(time.RFC3339Nano))})
+	}
+	return r
+}
+
+func reserved(k string) bool {
+	return strings.EqualFold(k, HeaderID) || strings.EqualFold(k, HeaderType) || strings.EqualFold(k, HeaderCreatedAt)
+}
+
+// Publish hands every message to the client at once, then waits for every
+// acknowledgement or for ctx to end. It returns one error per message, nil
+// when Kafka stored it (acks=all). See the package documentation for how
+// errors are classified.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	var (
+		mu      sync.Mutex // guards errs and settled against late callbacks
+		settled = make([]bool, len(msgs))
+		gone    bool // Publish returned: callbacks write nothing
+		wg      sync.WaitGroup
+	)
+	// Produce after Close fails the record with kgo.ErrClientClosed
+	// (unavailable): no lock is needed, and none is held while Produce
+	// blocks for buffer space.
+	for i := range msgs {
+		m := &msgs[i]
+		if p.closed.Load() {
+			errs[i], settled[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: %w", m.ID, ErrClosed)), true
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs[i], settled[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: not sent: %w", m.ID, err)), true
+			continue
+		}
+		r := p.record(m)
+		wg.Add(1)
+		p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if gone {
+				return
+			}
+			if err != nil {
+				errs[i] = classify(fmt.Errorf("kafka publish %s to %q: %w", m.ID, r.Topic, err))
+			}
+			settled[i] = true
+		})
+	}
+
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	var why error
+	select {
+	case <-all:
+		return errs
+	case <-ctx.Done():
+		why = fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+	case <-p.done:
+		why = fmt.Errorf("no acknowledgement before Close: %w", ErrClosed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	gone = true
+	out := make([]error, len(msgs))
+	for i := range msgs {
+		if settled[i] {
+			out[i] = errs[i]
+		} else {
+			out[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: %w", msgs[i].ID, why))
+		}
+	}
+	return out
+}
+
+// ErrClosed is returned (as unavailable) for messages published after
+// Close, or still waiting for their acknowledgement when Close was called.
+var ErrClosed = errors.New("kafka publisher closed")
+
+// Close closes the client: records not yet acknowledged fail (Publish
+// calls waiting for them return at once, the messages failed as
+// unavailable) and every goroutine and connection ends. Calling Close again
+// does nothing.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		close(p.done)
+		p.cl.Close()
+	})
+	return nil
+}

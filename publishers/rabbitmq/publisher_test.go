@@ -1,0 +1,88 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
+)
+
+// TestUnroutable: a message no queue takes fails alone, unmarked (retried,
+// then dead-lettered), and the routable ones of the batch are stored.
+func TestUnroutable(t *testing.T) {
+	ex, q := topology(t)
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	defer p.Close()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: "nowhere", Payload: []byte("b")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("c")},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, msgs)
+	for i, err := range errs {
+		switch {
+		case i == 1 && (!errors.Is(err, rabbitpub.ErrUnroutable) || publishers.IsUnavailable(err) || publishers.IsPermanent(err)):
+			t.Errorf("unroutable message: got %v, want an unmarked ErrUnroutable", err)
+		case i != 1 && err != nil:
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+	got := read(t, q, 2, 15*time.Second)
+	if len(got) != 2 || got[0].ID != msgs[0].ID.String() || got[1].ID != msgs[2].ID.String() {
+		t.Errorf("read %+v", got)
+	}
+}
+
+// TestMissingExchange: publishing to an exchange that does not exist fails
+// unmarked, and the publisher publishes again to one that does.
+func TestMissingExchange(t *testing.T) {
+	ex, _ := topology(t)
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex + "-missing"})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}})
+	if errs[0] == nil || publishers.IsPermanent(errs[0]) {
+		t.Errorf("got %v, want a non-permanent error", errs[0])
+	}
+	t.Logf("missing exchange: %v", errs[0])
+}
+
+func TestNewUnreachableIsUnavailable(t *testing.T) {
+	px := startProxy(t, "127.0.0.1:1")
+	addr := px.addr
+	px.cut()
+	_, err := rabbitpub.New(rabbitpub.Config{URL: "amqp://guest:s3cret@" + addr + "/", DialTimeout: time.Second})
+	if !publishers.IsUnavailable(err) {
+		t.Errorf("got %v, want unavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+func TestConfigFromURL(t *testing.T) {
+	cfg, err := rabbitpub.ConfigFromURL("amqp://bob:s3cret@h:5672/vh?exchange=ev&routing_key_prefix=app.&confirm_timeout=5s&max_message_size=1000&heartbeat=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Exchange != "ev" || cfg.RoutingKey("x") != "app.x" || cfg.ConfirmTimeout != 5*time.Second || cfg.MaxMessageSize != 1000 {
+		t.Errorf("cfg %+v", cfg)
+	}
+	if cfg.URL != "amqp://bob:s3cret@h:5672/vh?heartbeat=5" {
+		t.Errorf("URL %q", cfg.URL)
+	}
+	for _, bad := range []string{"kafka://h", "amqp://bob:s3cret@h/?confirm_timeout=x"} {
+		_, err := rabbitpub.ConfigFromURL(bad)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

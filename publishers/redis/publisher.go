@@ -1,0 +1,222 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+)
+
+// Fields of every stream entry.
+const (
+	FieldID        = "id"
+	FieldKey       = "key"
+	FieldType      = "type"
+	FieldPayload   = "payload"
+	FieldCreatedAt = "created_at"
+	FieldHeaders   = "headers"
+)
+
+// Errors of a message, wrapped with its details.
+var (
+	// ErrClosed: published after Close (unavailable).
+	ErrClosed = errors.New("redis publisher closed")
+	// ErrTooLarge: the payload exceeds Config.MaxPayload (permanent).
+	ErrTooLarge = errors.New("message too large")
+)
+
+// Publisher publishes outbox messages to Redis Streams. It is safe for
+// concurrent use.
+type Publisher struct {
+	cfg       Config
+	rdb       goredis.UniversalClient
+	ownClient bool
+
+	mu     sync.RWMutex // held shared while sending, exclusively by Close
+	closed bool
+}
+
+var _ publishers.Publisher = (*Publisher)(nil)
+
+// New returns a Publisher. It makes a client from cfg.URL unless cfg.Client
+// is set; it does not wait for Redis to answer, so it succeeds while Redis
+// is down and Publish fails as unavailable until it is up.
+func New(cfg Config) (*Publisher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, rdb: cfg.Client}
+	if p.rdb == nil {
+		opts, err := options(cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		p.rdb, p.ownClient = goredis.NewClient(opts), true
+	}
+	return p, nil
+}
+
+// Client returns the client the Publisher publishes with.
+func (p *Publisher) Client() goredis.UniversalClient { return p.rdb }
+
+// Capabilities: Redis 7 does not drop re-sent entries, and a failed XADD
+// does not stop the next one of its pipeline.
+func (p *Publisher) Capabilities() publishers.Capabilities {
+	return publishers.Capabilities{}
+}
+
+// stream maps a topic to a stream key.
+func (p *Publisher) stream(topic string) string {
+	if p.cfg.Stream != nil {
+		return p.cfg.Stream(topic)
+	}
+	return p.cfg.StreamPrefix + topic
+}
+
+// values are the fields of m's entry, in order.
+func values(m *outbox.Message) ([]any, error) {
+	headers := []byte("{}")
+	if len(m.Headers) > 0 {
+		var err error
+		if headers, err = json.Marshal(m.Headers); err != nil {
+			return nil, err
+		}
+	}
+	created := ""
+	if !m.CreatedAt.IsZero() {
+		created = m.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return []any{
+		FieldID, m.ID.String(),
+		FieldKey, m.Key,
+		FieldType, m.Type,
+		FieldPayload, payload,
+		FieldCreatedAt, created,
+		FieldHeaders, string(headers),
+	}, nil
+}
+
+// Publish appends msgs to their streams in one pipeline and returns one
+// error per message, nil when Redis appended it. See the package
+// documentation for how errors are classified.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		for i := range msgs {
+			errs[i] = publishers.Unavailable(fmt.Errorf("redis publish %s: %w", msgs[i].ID, ErrClosed))
+		}
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range msgs {
+			errs[i] = publishers.Unavailable(fmt.Errorf("redis publish %s: not sent: %w", msgs[i].ID, err))
+		}
+		return errs
+	}
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*goredis.StringCmd, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		if len(m.Payload) > p.cfg.MaxPayload {
+			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: %w: %d bytes, limit %d", m.ID, ErrTooLarge, len(m.Payload), p.cfg.MaxPayload))
+			continue
+		}
+		vals, err := values(m)
+		if err != nil {
+			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: headers: %w", m.ID, err))
+			continue
+		}
+		args := &goredis.XAddArgs{Stream: p.stream(m.Topic), ID: "*", Values: vals}
+		if p.cfg.MaxLen > 0 {
+			args.MaxLen, args.Approx = p.cfg.MaxLen, true
+		}
+		cmds[i] = pipe.XAdd(ctx, args)
+	}
+	if pipe.Len() == 0 {
+		return errs
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own result
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		if err := cmd.Err(); err != nil {
+			errs[i] = classify(fmt.Errorf("redis publish %s to stream %q: %w", msgs[i].ID, p.stream(msgs[i].Topic), err))
+		}
+	}
+	return errs
+}
+
+// Server errors that say Redis cannot take writes now.
+var unavailablePrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"}
+
+// classify marks err for the relay.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, ErrClosed),
+		errors.Is(err, goredis.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, context.Canceled),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed):
+		return publishers.Unavailable(err)
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return publishers.Unavailable(err)
+	}
+	var re goredis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, prefix := range unavailablePrefixes {
+			if strings.HasPrefix(msg, prefix) {
+				return publishers.Unavailable(err)
+			}
+		}
+		return err
+	}
+	// Not a reply from Redis: the way to it failed (e.g. a dial error
+	// go-redis does not wrap as net.Error).
+	return publishers.Unavailable(err)
+}
+
+// Close closes the client when New made it. Calling Close again does
+// nothing.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if p.ownClient {
+		if err := p.rdb.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
+			return fmt.Errorf("redis publisher: close: %w", err)
+		}
+	}
+	return nil
+}
