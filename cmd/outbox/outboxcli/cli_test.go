@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
@@ -56,10 +57,52 @@ func TestBadInput(t *testing.T) {
 	failsWith(t, []string{"migrate", "--print", "--table", "x;drop"}, "not a valid SQL identifier")
 	failsWith(t, []string{"replay"}, "--all")
 	failsWith(t, []string{"replay", "nope"}, "not an event ID")
-	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "kafka://x"}, "unsupported scheme")
+	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "mqtt://x"}, "unsupported scheme")
 	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()}, `--log-format "xml"`)
 	failsWith(t, []string{"relay", "--log-level", "loud", "--database-url", pgtest.URL()}, `--log-level "loud"`)
 	failsWith(t, []string{"nosuchcommand"}, "unknown command")
+}
+
+// Each broker by its URL scheme, end to end through the relay command, on
+// the brokers that run here (NATS is covered by TestMigrateStatusRelay).
+func TestRelayToRedisByURL(t *testing.T) {
+	testenv.RequireTCP(t, "Redis at 127.0.0.1:6379", "127.0.0.1:6379")
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	db := []string{"--database-url", pgtest.URL(), "--schema", schema}
+	ctx := context.Background()
+	if code, out, stderr := run(t, ctx, append([]string{"migrate"}, db...)...); code != 0 {
+		t.Fatalf("migrate: %s%s", out, stderr)
+	}
+	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: []byte("1")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("cli%d.", time.Now().UnixNano())
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	t.Cleanup(func() { rdb.Del(context.Background(), prefix+"orders") })
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan int)
+	go func() {
+		code, _, _ := run(t, rctx, append([]string{"relay", "--broker-url", "redis://127.0.0.1:6379/0?stream_prefix=" + prefix, "--poll-interval", "50ms"}, db...)...)
+		done <- code
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for rdb.XLen(ctx, prefix+"orders").Val() != 1 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the event did not reach Redis stream %sorders", prefix)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay exit %d", code)
+	}
 }
 
 func TestEnvironmentVariables(t *testing.T) {

@@ -8,9 +8,14 @@ import (
 
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
+	kafkapub "github.com/outboxgo/outbox/publishers/kafka"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
+	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
+	redispub "github.com/outboxgo/outbox/publishers/redis"
 	"github.com/outboxgo/outbox/relay"
 )
+
+var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "redis", "rediss"}
 
 type relayFlags struct {
 	brokerURL     string
@@ -34,15 +39,18 @@ unreachable the relay pauses as a whole and charges no event an attempt.
 SIGINT or SIGTERM stop it gracefully: in-flight batches finish first.
 
 Brokers, by URL scheme:
-  nats://host:4222   NATS JetStream (a stream must capture the subjects;
-                     --stream creates or extends one)`,
+  nats://host:4222              NATS JetStream (a stream must capture the
+                                subjects; --stream creates or extends one)
+  kafka://host:9092,host2:9092  Kafka (?topic_prefix=…; kafka+tls:// for TLS)
+  amqp://user:pass@host:5672/   RabbitMQ (?exchange=…&routing_key_prefix=…)
+  redis://host:6379/0           Redis Streams (?stream_prefix=…&maxlen=…)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRelay(cmd, g, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://user:pass@host:4222")
+	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://, kafka://, amqp:// or redis:// URL")
 	fl.StringVar(&f.subjectPrefix, "subject-prefix", "", "NATS: publish topic T on subject PREFIX.T (default: on T)")
 	fl.StringVar(&f.stream, "stream", "", "NATS: create (or extend) this JetStream stream to capture the subjects")
 	fl.IntVar(&f.cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "events per claim")
@@ -63,7 +71,7 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 		return err
 	}
 	// Check both URLs before connecting to either.
-	if _, err := scheme("broker-url", f.brokerURL, "nats"); err != nil {
+	if _, err := scheme("broker-url", f.brokerURL, brokerSchemes...); err != nil {
 		return err
 	}
 	d, err := g.openDB(ctx)
@@ -95,11 +103,26 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 }
 
 func (f *relayFlags) openPublisher(cmd *cobra.Command, log interface{ Info(string, ...any) }) (publishers.Publisher, string, error) {
-	sch, err := scheme("broker-url", f.brokerURL, "nats")
+	sch, err := scheme("broker-url", f.brokerURL, brokerSchemes...)
 	if err != nil {
 		return nil, "", err
 	}
 	where := redact.URL(f.brokerURL)
+	var p publishers.Publisher
+	switch sch {
+	case "kafka", "kafka+tls":
+		p, err = kafkapub.NewFromURL(f.brokerURL)
+	case "amqp", "amqps":
+		p, err = rabbitpub.NewFromURL(f.brokerURL)
+	case "redis", "rediss":
+		p, err = redispub.NewFromURL(f.brokerURL)
+	}
+	if p != nil || err != nil {
+		if err != nil {
+			return nil, "", fmt.Errorf("broker %s: %s", where, redact.Text(err.Error()))
+		}
+		return p, where, nil
+	}
 	switch sch {
 	case "nats":
 		p, err := natspub.New(natspub.Config{URL: f.brokerURL, SubjectPrefix: f.subjectPrefix})
