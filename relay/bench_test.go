@@ -10,7 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/stores/postgres"
 )
 
 // BenchmarkDrain measures how fast a backlog of b.N events (200-byte
@@ -26,7 +29,29 @@ func BenchmarkDrain(b *testing.B) {
 	}
 }
 
+// BenchmarkScale compares ordered and unordered draining with 1, 2 and 4
+// relays (each with its own pool and broker connection), with and without
+// a 2ms delay per publish call: with the delay the broker, not the 2-core
+// CPU, is the limit, and scale-out shows.
+//
+//	go test -run '^$' -bench Scale -benchtime 20000x ./relay/
+func BenchmarkScale(b *testing.B) {
+	for _, delay := range []time.Duration{0, 2 * time.Millisecond} {
+		for _, mode := range []string{"unordered", "ordered"} {
+			for _, relays := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("delay=%v/%s/relays=%d", delay, mode, relays), func(b *testing.B) {
+					benchDrainN(b, relays, delay, &relay.Config{BatchSize: 500, Unordered: mode == "unordered"})
+				})
+			}
+		}
+	}
+}
+
 func benchDrain(b *testing.B, cfg *relay.Config) {
+	benchDrainN(b, 1, 0, cfg)
+}
+
+func benchDrainN(b *testing.B, relays int, delay time.Duration, cfg *relay.Config) {
 	bd := setup(b)
 	ctx := context.Background()
 	payload := make([]byte, 200)
@@ -44,23 +69,39 @@ func benchDrain(b *testing.B, cfg *relay.Config) {
 	if _, err := bd.pool.Exec(ctx, `VACUUM ANALYZE "`+bd.cfg.Schema+`".messages`); err != nil {
 		b.Fatal(err)
 	}
-	pub := bd.publisher(b)
 	done := make(chan struct{})
 	cfg.PollInterval = 10 * time.Millisecond
-	r, err := relay.New(bd.store, pub, cfg)
-	if err != nil {
-		b.Fatal(err)
+	var rs []*relay.Relay
+	for range relays {
+		var pub publishers.Publisher = bd.publisher(b)
+		if delay > 0 {
+			pub = slowPublisher{Publisher: pub, delay: delay}
+		}
+		s, _ := postgres.New(pgtest.Pool(b), bd.cfg)
+		r, err := relay.New(s, pub, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	published := func() (n int64) {
+		for _, r := range rs {
+			n += r.Stats().Published
+		}
+		return n
 	}
 	b.ResetTimer()
 	start := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
+	for _, r := range rs {
+		if err := r.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var peakHeap uint64
 	go func() {
 		defer close(done)
 		var ms runtime.MemStats
-		for i := 0; r.Stats().Published < int64(n); i++ {
+		for i := 0; published() < int64(n); i++ {
 			if i%50 == 0 {
 				runtime.ReadMemStats(&ms)
 				peakHeap = max(peakHeap, ms.HeapInuse)
@@ -71,14 +112,16 @@ func benchDrain(b *testing.B, cfg *relay.Config) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
-		b.Fatalf("drained %d of %d in 10 minutes", r.Stats().Published, n)
+		b.Fatalf("drained %d of %d in 10 minutes", published(), n)
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := r.Stop(sctx); err != nil {
-		b.Fatal(err)
+	for _, r := range rs {
+		if err := r.Stop(sctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")

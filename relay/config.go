@@ -30,6 +30,21 @@ type Config struct {
 	// outage does not count; a permanent rejection makes it dead at once.
 	// Default 10.
 	MaxAttempts int
+	// Unordered turns per-key order off: every due event may be published
+	// at once, whatever its key. Default false: events with a non-empty
+	// key are published one at a time per key, in the order their
+	// transactions committed, across any number of relays (see the package
+	// doc); unkeyed events always take the unordered path.
+	Unordered bool
+	// KeyedFailure is what a failing keyed event does to its key in
+	// ordered mode. BlockKey (the default) retries it for ever, with
+	// RetryBackoff, holding its key's later events back until it succeeds
+	// or is dead-lettered by hand (`outbox dead-letter`); even a permanent
+	// rejection blocks, since skipping it would break the key's order.
+	// DeadLetterKey makes it dead after MaxAttempts (at once when the
+	// broker rejects it permanently) and lets the key go on. Other keys
+	// flow either way.
+	KeyedFailure FailurePolicy
 	// RetryBackoff spaces an event's retries: Min, doubling, up to Max, with
 	// jitter. Default 1s to 5m, jitter 0.2.
 	RetryBackoff Backoff
@@ -55,6 +70,37 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks observe the relay; all optional.
 	Hooks Hooks
+}
+
+// FailurePolicy is what a failing keyed event does to its key.
+type FailurePolicy int
+
+const (
+	// BlockKey holds the key until the event succeeds or is dead-lettered
+	// by hand.
+	BlockKey FailurePolicy = iota
+	// DeadLetterKey dead-letters the event after MaxAttempts and goes on
+	// with the key's next event.
+	DeadLetterKey
+)
+
+// String returns "block" or "dead-letter".
+func (p FailurePolicy) String() string {
+	if p == DeadLetterKey {
+		return "dead-letter"
+	}
+	return "block"
+}
+
+// ParseFailurePolicy parses "block" or "dead-letter".
+func ParseFailurePolicy(s string) (FailurePolicy, error) {
+	switch s {
+	case "block":
+		return BlockKey, nil
+	case "dead-letter":
+		return DeadLetterKey, nil
+	}
+	return 0, fmt.Errorf("failure policy %q: want block or dead-letter", s)
 }
 
 // Backoff is an exponential backoff with jitter.
@@ -130,6 +176,9 @@ func (c *Config) withDefaults() (Config, error) {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	var errs []error
+	if out.KeyedFailure != BlockKey && out.KeyedFailure != DeadLetterKey {
+		errs = append(errs, fmt.Errorf("KeyedFailure %d: want BlockKey or DeadLetterKey", out.KeyedFailure))
+	}
 	if out.BatchSize < 0 || out.Workers < 0 || out.MaxAttempts < 0 {
 		errs = append(errs, errors.New("BatchSize, Workers and MaxAttempts must be positive"))
 	}

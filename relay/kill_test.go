@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores/postgres"
@@ -26,6 +27,7 @@ const (
 	envSchema = "OUTBOX_RELAY_TEST_SCHEMA"
 	envNATS   = "OUTBOX_RELAY_TEST_NATS"
 	envPrefix = "OUTBOX_RELAY_TEST_PREFIX"
+	envDelay  = "OUTBOX_RELAY_TEST_DELAY" // per-batch delay: a slow broker
 )
 
 func TestMain(m *testing.M) {
@@ -35,8 +37,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// relayProcess is a relay that prints "published <ids>" after its first
-// publish and then holds, never marking: the parent kills it there.
+// relayProcess is a relay in a process of its own. In "hold-after-publish"
+// mode it prints "published <ids>" after its first publish and then holds,
+// never marking: the parent kills it there. In "run" mode it relays until
+// it is killed, with a short claim timeout so the chaos test's stalled
+// relays lose their claims quickly.
 func relayProcess() int {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.URL())
@@ -44,25 +49,45 @@ func relayProcess() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s, err := postgres.New(pool, &postgres.Config{Schema: os.Getenv(envSchema)})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	pub, err := natspub.New(natspub.Config{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix)})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	r, err := relay.New(s, pub, &relay.Config{Workers: 1, PollInterval: 20 * time.Millisecond,
-		Hooks: relay.Hooks{AfterPublish: func(msgs []outbox.Message, errs []error) {
+	mode := os.Getenv(envHelper)
+	scfg := &postgres.Config{Schema: os.Getenv(envSchema)}
+	rcfg := &relay.Config{Workers: 1, PollInterval: 20 * time.Millisecond}
+	switch mode {
+	case "hold-after-publish":
+		rcfg.Hooks.AfterPublish = func(msgs []outbox.Message, errs []error) {
 			ids := make([]string, len(msgs))
 			for i, m := range msgs {
 				ids[i] = m.ID.String()
 			}
 			fmt.Println("published", strings.Join(ids, ","))
 			select {} // hold between publish and mark until killed
-		}}})
+		}
+	case "run":
+		scfg.ClaimTimeout = chaosClaimTimeout
+		rcfg.Workers = 2
+		rcfg.BatchSize = 20
+		rcfg.PollInterval = 100 * time.Millisecond
+		rcfg.PublishTimeout = time.Second
+		rcfg.OutageBackoff = relay.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+		// For checking that the chaos test can fail: OUTBOX_CHAOS_UNORDERED=1.
+		rcfg.Unordered = os.Getenv("OUTBOX_CHAOS_UNORDERED") == "1"
+	}
+	s, err := postgres.New(pool, scfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pub, err := natspub.New(natspub.Config{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix),
+		ReconnectWait: 50 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var p publishers.Publisher = pub
+	if d, err := time.ParseDuration(os.Getenv(envDelay)); err == nil {
+		p = slowPublisher{Publisher: pub, delay: d}
+	}
+	r, err := relay.New(s, p, rcfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

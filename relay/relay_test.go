@@ -113,7 +113,7 @@ func (b *bundle) enqueue(t testing.TB, commit bool, msgs ...outbox.Message) {
 func events(topic string, n int) []outbox.Message {
 	out := make([]outbox.Message, n)
 	for i := range out {
-		out[i] = outbox.Message{ID: outbox.NewID(), Topic: topic, Key: fmt.Sprintf("k%d", i%10),
+		out[i] = outbox.Message{ID: outbox.NewID(), Topic: topic, Key: fmt.Sprintf("k%d", i%1000),
 			Type: "Tested", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i))}
 	}
 	return out
@@ -309,7 +309,7 @@ func TestPoisonEventRetriedThenDead(t *testing.T) {
 		permanent.ID: publishers.Permanent(errors.New("message too large")),
 	}}
 	b.enqueue(t, true, evs...)
-	start(t, b.store, pub, &relay.Config{MaxAttempts: 3,
+	start(t, b.store, pub, &relay.Config{MaxAttempts: 3, KeyedFailure: relay.DeadLetterKey,
 		RetryBackoff: relay.Backoff{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
 
 	b.arrivedIDs(t, 18)
@@ -350,7 +350,7 @@ func TestDelayedEventWaitsForItsTime(t *testing.T) {
 	d, _ := postgres.NewPgxDriver(b.cfg)
 	b.ob = outbox.New(d, &outbox.Config{Clock: clock})
 	now := events("orders", 1)[0]
-	later := events("orders", 1)[0]
+	later := events("orders", 2)[1] // another key: a delayed head holds its own key back
 	later.NotBefore = clock.Now().Add(time.Hour)
 	b.enqueue(t, true, later, now)
 	r := start(t, b.store, b.publisher(t), &relay.Config{Clock: clock})
@@ -412,5 +412,55 @@ func TestStopFinishesInFlightBatch(t *testing.T) {
 	}
 	if rows := b.rows(t); len(rows) != 0 {
 		t.Fatalf("the in-flight batch was not marked before Stop returned: %v", rows)
+	}
+}
+
+// In ordered mode a failing event holds back its own key only: the other
+// keys drain while it retries, its key's later events wait, and once it is
+// dead-lettered by hand they follow in order.
+func TestPoisonBlocksOnlyItsKey(t *testing.T) {
+	b := setup(t)
+	var a, other []outbox.Message
+	for i := range 5 {
+		a = append(a, outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "A", Payload: []byte(fmt.Sprint(i))})
+	}
+	for i := range 50 {
+		other = append(other, outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "B", Payload: []byte(fmt.Sprint(i))})
+	}
+	pub := &rejecting{Publisher: b.publisher(t), reject: map[uuid.UUID]error{
+		a[0].ID: publishers.Permanent(errors.New("poison")),
+	}}
+	b.enqueue(t, true, a...)
+	b.enqueue(t, true, other...)
+	r := start(t, b.store, pub, &relay.Config{
+		RetryBackoff: relay.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}})
+
+	ids := b.arrivedIDs(t, 50)
+	for i, m := range other {
+		if ids[i] != m.ID.String() {
+			t.Fatalf("key B arrival %d is %s, want %s: B out of order or held back", i, ids[i], m.ID)
+		}
+	}
+	// A's head retries (a permanent error blocks too, by default) while
+	// A's later events wait.
+	waitFor(t, "A's head to be retried several times", 20*time.Second, func() bool {
+		return b.rows(t)[a[0].ID].attempts >= 3
+	})
+	if n := b.streamCount(t); n != 50 {
+		t.Fatalf("stream holds %d, want B's 50 only: A's later events overtook its failing head", n)
+	}
+	if rows := b.rows(t); rows[a[0].ID].status != 0 || len(rows) != 5 {
+		t.Fatalf("A's head should stay pending with A's 4 others behind it: %+v", rows)
+	}
+
+	if n, err := b.store.DeadLetter(context.Background(), stores.DeadLetterParams{IDs: []uuid.UUID{a[0].ID}, Reason: "by hand"}); err != nil || n != 1 {
+		t.Fatalf("dead-letter: %d, %v", n, err)
+	}
+	r.Wake()
+	ids = b.arrivedIDs(t, 54)
+	for i, m := range a[1:] {
+		if ids[50+i] != m.ID.String() {
+			t.Fatalf("after the dead-letter, arrival %d is %s, want A's event %d", 50+i, ids[50+i], i+1)
+		}
 	}
 }

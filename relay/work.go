@@ -10,17 +10,18 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
-// lingerInterval is how soon a worker claims again after a short batch.
+// lingerInterval is how soon a worker claims again after the backlog ran dry.
 const lingerInterval = 25 * time.Millisecond
 
 // errOutage says a batch found the broker unavailable.
 var errOutage = errors.New("broker unavailable")
 
-// work is one worker's loop: claim, publish, complete; when a batch comes
-// back short, wait for a wake-up or the poll interval.
+// work is one worker's loop: claim, publish, complete, again while claims
+// find events; when one finds none, wait for a wake-up or the poll interval.
 func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 	storeBackoff := Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
 	storeFailures := 0
+	busy := false // the last claim found events
 	for {
 		if !r.brk.wait(r.stop) {
 			return
@@ -52,14 +53,15 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 			idle = storeBackoff.delay(storeFailures)
 			r.stats.storeErrors.Add(1)
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
-		case n == r.cfg.BatchSize:
-			storeFailures = 0
-			continue // a full batch: there is likely more
 		case n > 0:
-			// A short batch: the backlog is drained, but an event whose
-			// NOTIFY was debounced may commit just after. Look once more
-			// soon before idling.
-			storeFailures = 0
+			// There may be more: a full batch, or in ordered mode the next
+			// event of each key just published.
+			storeFailures, busy = 0, true
+			continue
+		case busy:
+			// The backlog just ran dry, but an event whose NOTIFY was
+			// debounced may commit just after: look once more soon.
+			storeFailures, busy = 0, false
 			idle = min(r.cfg.PollInterval, lingerInterval)
 		default:
 			storeFailures = 0
@@ -84,7 +86,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 // how many events it claimed.
 func (r *Relay) drain(ctx context.Context) (int, error) {
 	start := time.Now()
-	b, err := r.store.Claim(ctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now()})
+	b, err := r.store.Claim(ctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered})
 	if err != nil {
 		return 0, err
 	}
@@ -123,6 +125,14 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			if outage == nil {
 				outage = err
 			}
+		case r.blocksKey(rec):
+			// Ordered and blocking: retry for ever, holding the key.
+			next := now.Add(r.cfg.RetryBackoff.delay(rec.Attempts + 1))
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: next})
+			if rec.Attempts+1 == r.cfg.MaxAttempts || publishers.IsPermanent(err) && rec.Attempts == 0 {
+				r.log.Error("event keeps failing and holds its key back; dead-letter it by hand to go on",
+					"id", rec.ID, "topic", rec.Topic, "key", rec.Key, "attempts", rec.Attempts+1, "error", err)
+			}
 		case publishers.IsPermanent(err), rec.Attempts+1 >= r.cfg.MaxAttempts:
 			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: err.Error()})
 			r.log.Warn("event dead", "id", rec.ID, "topic", rec.Topic, "attempts", rec.Attempts+1, "error", err)
@@ -150,6 +160,12 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		return len(recs), errors.Join(errOutage, outage)
 	}
 	return len(recs), nil
+}
+
+// blocksKey reports whether a failure of rec holds its key: a keyed event
+// in ordered mode under the BlockKey policy.
+func (r *Relay) blocksKey(rec *stores.Record) bool {
+	return rec.Key != "" && !r.cfg.Unordered && r.cfg.KeyedFailure == BlockKey
 }
 
 // purge deletes published events past the retention, in small batches.

@@ -25,6 +25,11 @@ type Store interface {
 	// Replay makes dead records pending again with zero attempts, due at
 	// p.Now. It returns how many it revived.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
+	// DeadLetter makes pending records dead by hand, with p.Reason as
+	// their last error: the way to let a key go on past a head that keeps
+	// failing. Records not pending are left alone. It returns how many it
+	// made dead.
+	DeadLetter(ctx context.Context, p DeadLetterParams) (int64, error)
 	// Purge deletes up to p.Limit published records older than p.Before.
 	// Concurrent purges do not block each other.
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
@@ -67,6 +72,13 @@ type ClaimParams struct {
 	Limit int
 	// Now is the relay's clock: records due at or before Now are claimed.
 	Now time.Time
+	// Unordered turns per-key order off: every due record may be claimed,
+	// whatever its key. By default (false) a record with a non-empty key is
+	// claimed only when it is the oldest pending record of its key (its
+	// head) and no other batch holds it, so one key has at most one record
+	// in flight across every relay, and a key whose head waits for a retry
+	// waits as a whole.
+	Unordered bool
 }
 
 // Outcome is what happened to a batch's records.
@@ -116,6 +128,12 @@ type ReplayParams struct {
 	IDs   []uuid.UUID // empty: every dead record (of Topic, when set)
 	Topic string
 	Now   time.Time
+}
+
+// DeadLetterParams selects pending records to make dead.
+type DeadLetterParams struct {
+	IDs    []uuid.UUID
+	Reason string
 }
 
 // PurgeParams selects published records to delete.

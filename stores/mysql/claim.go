@@ -16,11 +16,66 @@ import (
 
 // claimSQL locks up to ? due pending rows in claim order. FORCE INDEX keeps
 // the plan on the pending range whatever the optimizer thinks of the
-// table's statistics.
+// table's statistics. It is the claim of ClaimParams.Unordered.
 func claimSQL(table string) string {
 	return `SELECT ` + recordCols + ` FROM ` + table + ` FORCE INDEX (pending)
 		WHERE status = ` + statusPending + ` AND available_at <= ?
 		ORDER BY available_at, seq LIMIT ? FOR UPDATE SKIP LOCKED`
+}
+
+// orderedClaimSQL is claimSQL with per-key order: a row with a key is taken
+// only when it is its key's head, the lowest seq among the key's pending
+// rows, due or not:
+//
+//	seq = (SELECT seq FROM t AS h WHERE h.status = pending AND h.key = t.key
+//	       ORDER BY seq LIMIT 1)
+//
+// (keys are compared by length too: utf8mb4_bin ignores trailing spaces,
+// and "a" and "a " are two keys; LENGTH(key) = 0 is the empty key for the
+// same reason). Why this never claims a row out of turn, given InnoDB's
+// semantics in the claim's READ COMMITTED transaction:
+//
+//   - The outer read locks. Each candidate is locked before the WHERE is
+//     evaluated on it (a row another batch holds is skipped, SKIP LOCKED),
+//     its latest committed version is read and, if the WHERE rejects it,
+//     its lock is released at once (READ COMMITTED releases the locks of
+//     non-matching rows).
+//   - The subquery does not lock: a locking clause applies to the tables
+//     of its own query block only. It is a consistent read from the
+//     statement's snapshot S, taken when the statement first reads.
+//
+// Take a key with head H (seq h) and a later row R (seq r > h), and a claim
+// that locks R and checks it. R is taken only if, in S, no pending row of
+// the key has a seq below r, that is, H was already published, deleted or
+// dead (committed) in S. While H is in flight, its batch has not committed
+// any change to H, so S sees H pending and R is rejected; if H goes back to
+// waiting (a retry), it is still pending in every snapshot. Conversely, S
+// may be older than the row versions the outer read sees: a row committed
+// after S is not in S at all (so the subquery cannot return its seq, and it
+// is not taken this time), and a head completed after S still looks
+// pending (so its successor waits for the next claim). Staleness only
+// delays; it never lets a non-head through. Rows of the key with a seq
+// below r that S cannot see because they are not committed yet do not
+// exist: writers of one key take their turns on the key-lock table (see
+// Driver.InsertTx), so a key's seqs are handed out in commit order.
+//
+// The head itself is taken only if its lock is free (no other batch holds
+// it) and, checked on its latest version, it is still pending and due: a
+// head that waits for a retry or a NotBefore is not due, and its key waits
+// as a whole, since no later row is its head. Two claims racing for one
+// head: one locks it, the other skips it.
+//
+// The claim never waits for a lock: the outer read skips, the subquery
+// does not lock. A rejected row is locked for the time of one check.
+func orderedClaimSQL(table string) string {
+	return `SELECT ` + recordCols + ` FROM ` + table + ` AS t FORCE INDEX (pending)
+		WHERE t.status = ` + statusPending + ` AND t.available_at <= ?
+		AND (LENGTH(t.` + "`key`" + `) = 0 OR t.seq = (
+			SELECT h.seq FROM ` + table + ` AS h FORCE INDEX (pending_keys)
+			WHERE h.status = ` + statusPending + ` AND h.` + "`key`" + ` = t.` + "`key`" + `
+			AND LENGTH(h.` + "`key`" + `) = LENGTH(t.` + "`key`" + `)
+			ORDER BY h.seq LIMIT 1))
+		ORDER BY t.available_at, t.seq LIMIT ? FOR UPDATE SKIP LOCKED`
 }
 
 // Claim implements stores.Store. It takes a connection of its own, bounds
@@ -55,7 +110,11 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		b.release(ctx, false)
 		return nil, wrap("claim", err)
 	}
-	b.recs, err = queryRecords(ctx, b.tx, s.claimSQL, dbTime(p.Now), p.Limit)
+	q := s.orderedClaimSQL
+	if p.Unordered {
+		q = s.claimSQL
+	}
+	b.recs, err = queryRecords(ctx, b.tx, q, dbTime(p.Now), p.Limit)
 	if err != nil {
 		_ = b.Abort(ctx)
 		return nil, wrap("claim", err)

@@ -89,12 +89,12 @@ func TestCompleteManyFailures(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const n = 3000
-	m := messages("orders", n, t0)
+	m := messages("orders", n, t0) // five keys: claimed Unordered, all at once
 	if err := b.enqueue(ctx, m, true); err != nil {
 		t.Fatal(err)
 	}
 	now := t0.Add(time.Hour)
-	c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: n, Now: now})
+	c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: n, Now: now, Unordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCompleteManyFailures(t *testing.T) {
 	if st := stats(t, b)["orders"]; st.Pending != n/2 || st.Dead != n/2 {
 		t.Fatalf("stats %+v, want %d pending and %d dead", st, n/2, n/2)
 	}
-	retried, err := b.store.Claim(ctx, stores.ClaimParams{Limit: n, Now: now.Add(time.Hour)})
+	retried, err := b.store.Claim(ctx, stores.ClaimParams{Limit: n, Now: now.Add(time.Hour), Unordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +162,12 @@ func TestTopicsAreExact(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var all []outbox.Message
 	for _, topic := range []string{"a", "a ", "A"} {
-		all = append(all, messages(topic, 1, t0)...)
+		all = append(all, messages(topic, 1, t0)...) // one key: claimed Unordered
 	}
 	if err := b.enqueue(ctx, all, true); err != nil {
 		t.Fatal(err)
 	}
-	c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: 10, Now: t0.Add(time.Hour)})
+	c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: 10, Now: t0.Add(time.Hour), Unordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}

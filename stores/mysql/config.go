@@ -54,6 +54,18 @@ func (c *Config) withDefaults() (Config, error) {
 // CheckIdent, so it holds no backquote; quoting keeps reserved words usable.
 func (c Config) quotedTable() string { return "`" + c.Table + "`" }
 
+// keysTable names the key-lock table of the outbox table (see Driver.InsertTx):
+// the table's name and "_keys", cut to fit MySQL's 64 bytes. Two outbox
+// tables whose names share their first 59 bytes share it, which costs only
+// some waiting: a shared row orders writers of two keys that need no order.
+func (c Config) keysTable() string {
+	const suffix = "_keys"
+	return c.Table[:min(len(c.Table), maxIdentLen-len(suffix))] + suffix
+}
+
+// quotedKeysTable is keysTable as it goes into SQL.
+func (c Config) quotedKeysTable() string { return "`" + c.keysTable() + "`" }
+
 // idRows joins the table, as t, to the rows of a JSON array of hex ids (the
 // first parameter), as f; see idsJSON.
 func (c Config) idRows() string {

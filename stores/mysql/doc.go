@@ -32,8 +32,8 @@
 //   - seq BIGINT UNSIGNED AUTO_INCREMENT is the primary key: InnoDB clusters
 //     rows by it, so inserts append. AUTO_INCREMENT values are taken at
 //     insert, not at commit: under concurrent writers they do not give
-//     commit order, and seq alone cannot give per-key ordering (that is the
-//     job of the ordering feature, not of this column).
+//     commit order. Writers of one key take turns on the key-lock table
+//     (see Ordering), so within a key seq does follow commit order.
 //   - id BINARY(16) UNIQUE holds the UUIDv7 (time-ordered, so the unique
 //     index also appends).
 //   - topic, key and type are VARCHAR(255), utf8mb4 with utf8mb4_bin
@@ -52,12 +52,17 @@
 //     range scan, even under READ COMMITTED, so what follows the due rows
 //     must be rows not yet due or the end of the index, never a published or
 //     dead row that Purge or Replay would then wait for.
+//   - (status, key, seq) finds a key's head, its oldest pending row: the
+//     first entry of (pending, key). key is at most 1,020 bytes of it.
+//   - The key-lock table, <table>_keys (key_hash BIGINT PRIMARY KEY, n
+//     BIGINT), holds a row per key ever enqueued (see Ordering).
 //   - published_at alone indexes Purge: only published rows have one, and
 //     NULLs sort first. There is no index for Dead, which scans the dead
 //     rows: they are few, and every index costs each Enqueue.
 //
 // Migrate runs CREATE TABLE IF NOT EXISTS with the indexes inside it, so it
-// is idempotent and safe to run from relays starting together.
+// is idempotent and safe to run from relays starting together. It creates
+// the key-lock table the same way.
 //
 // # Claims
 //
@@ -67,7 +72,8 @@
 //	SELECT … WHERE status = 3 AND available_at <= ?
 //	ORDER BY available_at, seq LIMIT ? FOR UPDATE SKIP LOCKED
 //
-// on the (status, available_at, seq) index: rows another relay holds are
+// on the (status, available_at, seq) index, with the head condition of
+// Ordering unless ClaimParams.Unordered: rows another relay holds are
 // skipped, never waited for. The transaction stays open while the relay
 // publishes. Complete applies the outcome in one statement per kind and
 // commits; Abort rolls back. Each statement names its rows in one JSON
@@ -102,6 +108,41 @@
 // connection returns to the pool, so the application's transactions on a
 // shared *sql.DB keep their isolation and timeouts; a connection that
 // cannot be restored is closed instead.
+//
+// # Ordering
+//
+// Events with the same non-empty Key are published in the order their
+// transactions committed, one at a time (ClaimParams.Unordered turns this
+// off). A claim takes a keyed event only when it is its key's head: no
+// pending event of the key has a lower seq, due or not. The condition is a
+// subquery on the (status, key, seq) index, which does not lock and reads
+// the statement's snapshot, while the claim's own read locks each
+// candidate (skipping those another relay holds) and checks its latest
+// version; the comment of orderedClaimSQL argues why this never takes a
+// key's second event while its head is in flight, waiting for a retry or
+// not yet due. So a key whose head waits, waits as a whole, and other keys
+// go on; Store.DeadLetter lets a key go past a head that keeps failing.
+//
+// The claim reads pending events oldest first and skips those that are not
+// heads: a key with a deep backlog whose head waits costs each claim a
+// pass over that backlog's due events.
+//
+// Commit order per key comes from the write side. AUTO_INCREMENT hands
+// seqs out at insert, so two transactions enqueueing for one key could
+// commit in the other order than their seqs. So Enqueue first upserts a
+// row per distinct key of the call (a hash of the key) into the key-lock
+// table, in hash order, then inserts; the row locks last until the
+// transaction ends. A second writer of the same key waits in its Enqueue
+// until the first commits or rolls back, then takes a higher seq. In
+// short: writers of one key serialize from Enqueue to commit, so keep
+// what follows Enqueue in such transactions short. Writers of different
+// keys do not wait for each other (unless two keys' hashes collide, which
+// only costs a wait). One Enqueue takes its keys in one global order, so
+// Enqueues alone do not deadlock; a transaction that enqueues several keys
+// in several calls, or locks other rows after Enqueue, can deadlock with
+// one that does so in another order, and InnoDB rolls one of them back
+// (error 1213). Enqueue a transaction's keyed events in one call to avoid
+// it.
 //
 // # What MySQL lacks
 //

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 
 	"github.com/outboxgo/outbox"
@@ -67,12 +69,50 @@ func insertArgs(msgs []outbox.Message) (args []any, sizes []int, err error) {
 	return args, sizes, nil
 }
 
+// keyHashes returns the distinct non-empty keys of msgs as hashes of their
+// bytes (64-bit FNV-1a), sorted: the rows of the key-lock table to take, in
+// the order every writer takes them.
+func keyHashes(msgs []outbox.Message) []int64 {
+	var out []int64
+	for i := range msgs {
+		if msgs[i].Key == "" {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(msgs[i].Key))
+		out = append(out, int64(h.Sum64()))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// keyLockSQL builds the statement that takes n key locks: an upsert of n
+// rows of the key-lock table, which locks each row until the transaction
+// ends.
+func keyLockSQL(keysTable string, n int) string {
+	var b strings.Builder
+	b.Grow(100 + n*6)
+	b.WriteString("INSERT INTO ")
+	b.WriteString(keysTable)
+	b.WriteString(" (key_hash, n) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,1)")
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE n = n + 1")
+	return b.String()
+}
+
 // Driver enqueues through database/sql with github.com/go-sql-driver/mysql:
 // outbox.New(driver) gives an *outbox.Outbox[*sql.Tx].
 type Driver struct {
-	cfg     Config
-	table   string
-	insert1 string // the INSERT for one row, the common case
+	cfg       Config
+	table     string
+	keysTable string
+	insert1   string // the INSERT for one row, the common case
+	lock1     string // keyLockSQL for one key
 }
 
 var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
@@ -85,16 +125,55 @@ func NewDriver(cfg *Config) (*Driver, error) {
 		return nil, err
 	}
 	t := c.quotedTable()
-	return &Driver{cfg: c, table: t, insert1: insertSQL(t, 1)}, nil
+	k := c.quotedKeysTable()
+	return &Driver{cfg: c, table: t, keysTable: k, insert1: insertSQL(t, 1), lock1: keyLockSQL(k, 1)}, nil
 }
 
 // InsertTx implements outbox.Driver: one INSERT for up to maxInsertRows
 // messages (and a few MiB of values), more in chunks.
+//
+// Keyed messages first take their keys' locks: one upsert into the
+// key-lock table (Migrate creates it) of a row per distinct key, in the
+// order of the keys' hashes. The row locks last until tx ends, so a second
+// transaction enqueueing for one of these keys waits in its own Enqueue
+// until tx commits or rolls back, and only then takes its seq: a key's rows
+// get their seqs in commit order, the order relays publish them in.
+// (AUTO_INCREMENT hands seqs out at insert, and two writers can commit in
+// the other order; a relay would then publish the later commit first, or
+// skip past a row it cannot see yet.) MySQL has no transaction-scoped
+// advisory locks, and GET_LOCK's are the session's, hence a table.
+//
+// So writers of one key serialize from Enqueue to commit: keep such
+// transactions short after Enqueue. One Enqueue takes all its keys in one
+// order, so two Enqueues cannot deadlock each other; a transaction that
+// enqueues for several keys in several calls, or that locks other rows
+// after Enqueue, can deadlock with one doing so in another order, and
+// InnoDB then rolls one back (error 1213), as with any two transactions
+// locking rows in different orders. Enqueueing all of a transaction's keyed
+// messages in one call avoids it.
 func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
 	if tx == nil {
 		return outbox.ErrNoTransaction
 	}
 	args, sizes, err := insertArgs(msgs)
+	if err != nil {
+		return err
+	}
+	hashes := keyHashes(msgs)
+	err = chunks(len(hashes), maxStatementRows, func(int) int { return 20 }, func(lo, hi int) error {
+		q := d.lock1
+		if hi-lo != 1 {
+			q = keyLockSQL(d.keysTable, hi-lo)
+		}
+		hargs := make([]any, hi-lo)
+		for i, h := range hashes[lo:hi] {
+			hargs[i] = h
+		}
+		if _, err := tx.ExecContext(ctx, q, hargs...); err != nil {
+			return insertError(err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}

@@ -70,9 +70,27 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		return storetest.Harness{Store: b.store, Enqueue: b.enqueue}
+		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin}
 	})
 }
+
+// begin opens a writer transaction as an application would, at the
+// session's default isolation (REPEATABLE READ).
+func (b bundle) begin(ctx context.Context) (storetest.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	return sqlTx{tx: tx, ob: b.ob}, err
+}
+
+type sqlTx struct {
+	tx *sql.Tx
+	ob *outbox.Outbox[*sql.Tx]
+}
+
+func (t sqlTx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
+	return t.ob.Enqueue(ctx, t.tx, msgs...)
+}
+func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 // The application's DSN is not the relay's: enqueue through one far from
 // the defaults (another loc and time_zone, no parseTime, parameters
@@ -105,7 +123,7 @@ func TestConformanceMixedDSNs(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := bundle{db: app, store: s, ob: outbox.New(d, nil)}
-		return storetest.Harness{Store: s, Enqueue: b.enqueue}
+		return storetest.Harness{Store: s, Enqueue: b.enqueue, Begin: b.begin}
 	})
 }
 

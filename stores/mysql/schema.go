@@ -28,7 +28,7 @@ func SchemaSQL(cfg *Config) (string, error) {
 		return "", err
 	}
 	var buf bytes.Buffer
-	err = schemaTmpl.Execute(&buf, map[string]string{"Table": c.Table})
+	err = schemaTmpl.Execute(&buf, map[string]string{"Table": c.Table, "Keys": c.keysTable()})
 	return buf.String(), err
 }
 

@@ -19,8 +19,10 @@ type Store struct {
 	cfg      Config
 	table    string // quoted
 	idRows   string // see Config.idRows
-	claimSQL string
-	sess     atomic.Pointer[session] // set by the first claim
+	claimSQL string // unordered
+	// orderedClaimSQL is the default claim, with per-key order.
+	orderedClaimSQL string
+	sess            atomic.Pointer[session] // set by the first claim
 }
 
 var _ stores.Store = (*Store)(nil)
@@ -33,7 +35,7 @@ func New(db *sql.DB, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	t := c.quotedTable()
-	return &Store{db: db, cfg: c, table: t, idRows: c.idRows(), claimSQL: claimSQL(t)}, nil
+	return &Store{db: db, cfg: c, table: t, idRows: c.idRows(), claimSQL: claimSQL(t), orderedClaimSQL: orderedClaimSQL(t)}, nil
 }
 
 // Config returns the store's configuration with defaults applied.
@@ -181,6 +183,33 @@ func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (n int64, err
 	})
 	if err != nil {
 		return 0, wrap("replay", err)
+	}
+	return n, nil
+}
+
+// DeadLetter implements stores.Store: one statement (per 10,000 ids) in a
+// READ COMMITTED transaction, the rows looked up by id (see idsJSON). A
+// record a relay holds right now is waited for (the claim ends within
+// ClaimTimeout), then changed if still pending.
+func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (n int64, err error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	reason := errText(p.Reason)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
+			res, err := tx.ExecContext(ctx, `UPDATE `+s.idRows+` SET t.status = `+statusDead+
+				`, t.last_error = ? WHERE t.status = `+statusPending, idsJSON(p.IDs[lo:hi]), reason)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			n += k
+			return err
+		})
+	})
+	if err != nil {
+		return 0, wrap("dead-letter", err)
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,31 +18,18 @@ import (
 // holds are skipped, never waited for. The transaction stays open while the
 // relay publishes and ends in Complete or Abort; if the relay dies, the
 // database ends it and the rows are claimable again at once.
+//
+// Keyed rows are claimed key by key (see keyedSQL): each key's head only,
+// so a key never has two rows in flight and never one out of turn. Keys are
+// visited round-robin from where the last claim stopped, so no key starves.
+// Unordered rows (empty key) fill the rest of the batch by due time.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
 	b := &batch{s: s, tx: tx}
-	var pb pgx.Batch
-	pb.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`,
-		strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
-	pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+`
-		WHERE status = 0 AND available_at <= $1
-		ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, p.Now.UTC(), p.Limit)
-	br := tx.SendBatch(ctx, &pb)
-	_, err = br.Exec()
-	if err == nil {
-		var rows pgx.Rows
-		rows, err = br.Query()
-		if err == nil {
-			b.recs, err = pgx.CollectRows(rows, scanRecord)
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := s.claim(ctx, tx, p, b); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, wrap("claim", err)
 	}
@@ -52,6 +40,151 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		}
 	}
 	return b, nil
+}
+
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
+	now := p.Now.UTC()
+	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
+	if p.Unordered {
+		var pb pgx.Batch
+		pb.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout)
+		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND available_at <= $1
+			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, p.Limit)
+		return s.run(ctx, tx, &pb, 1, b)
+	}
+
+	// From the cursor to the last key, then from the first key up to the
+	// cursor, then unordered rows: each step only if the batch is not full.
+	cursor := s.cursor.get()
+	var pb pgx.Batch
+	pb.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout)
+	pb.Queue(s.keyedSQL(false), now, p.Limit, cursor)
+	if err := s.run(ctx, tx, &pb, 1, b); err != nil {
+		return err
+	}
+	full := len(b.recs) == p.Limit
+	if !full && cursor != "" {
+		var pb pgx.Batch
+		pb.Queue(s.keyedSQL(true), now, p.Limit-len(b.recs), "", cursor)
+		if err := s.run(ctx, tx, &pb, 0, b); err != nil {
+			return err
+		}
+	}
+	s.cursor.advance(cursor, b.recs, len(b.recs) == p.Limit)
+	if left := p.Limit - len(b.recs); left > 0 {
+		var pb pgx.Batch
+		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND key = '' AND available_at <= $1
+			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, left)
+		return s.run(ctx, tx, &pb, 0, b)
+	}
+	return nil
+}
+
+// run sends pb and appends to b the rows of every query in it but the first
+// skip (settings).
+func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *batch) error {
+	br := tx.SendBatch(ctx, pb)
+	for i := range pb.QueuedQueries {
+		if i < skip {
+			if _, err := br.Exec(); err != nil {
+				_ = br.Close()
+				return err
+			}
+			continue
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		recs, err := pgx.CollectRows(rows, scanRecord)
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		b.recs = append(b.recs, recs...)
+	}
+	return br.Close()
+}
+
+// keyedSQL claims the heads of keys, visiting keys in order from $3
+// (exclusive) and, when bounded, up to $4 (inclusive). A recursive CTE skips
+// from key to key along the (key, seq) index of pending keyed rows, so the
+// cost is per key visited, not per pending row; the query stops as soon as
+// $2 heads are locked.
+//
+// A head is locked with SKIP LOCKED: a head another batch holds is in
+// flight, and its key is passed over. A later row of that key is never a
+// candidate, because the head is computed from this statement's snapshot,
+// in which the held head is still pending. When the holder has completed
+// the head meanwhile, locking the now-changed row re-checks it (status,
+// due time) against its latest version, so a head that was published,
+// deleted or rescheduled is not taken either.
+func (s *Store) keyedSQL(bounded bool) string {
+	t := s.nm.table
+	upper := ""
+	if bounded {
+		upper = " AND key <= $4"
+	}
+	return `WITH RECURSIVE keys(key) AS (
+		(SELECT key FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key LIMIT 1)
+		UNION ALL
+		SELECT (SELECT n.key FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + ` ORDER BY n.key LIMIT 1)
+		FROM keys k WHERE k.key IS NOT NULL
+	)
+	SELECT ` + qualified("m", recordCols) + ` FROM keys k
+	CROSS JOIN LATERAL (SELECT h.seq FROM ` + t + ` h WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT 1) head
+	JOIN ` + t + ` m ON m.seq = head.seq
+	WHERE k.key IS NOT NULL AND m.status = 0 AND m.available_at <= $1
+	LIMIT $2
+	FOR UPDATE OF m SKIP LOCKED`
+}
+
+// qualified prefixes each column of a recordCols-style list with alias.
+func qualified(alias, cols string) string {
+	return alias + `.id, ` + alias + `.topic, ` + alias + `.key, ` + alias + `.type, ` + alias + `.payload, ` +
+		alias + `.headers, ` + alias + `.created_at, ` + alias + `.available_at, ` + alias + `.attempts, coalesce(` +
+		alias + `.last_error, '')`
+}
+
+// keyCursor remembers where the last keyed claim stopped, so the next one
+// starts after it: keys are served round-robin.
+type keyCursor struct {
+	mu  sync.Mutex
+	key string
+}
+
+func (c *keyCursor) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+// advance moves the cursor past the keys just claimed when the batch was
+// full (there may be more keys after them), and back to the start when it
+// was not (every key was visited).
+func (c *keyCursor) advance(from string, recs []stores.Record, full bool) {
+	next := ""
+	if full {
+		for _, r := range recs {
+			if r.Key != "" && (next == "" || keyAfter(r.Key, next, from)) {
+				next = r.Key
+			}
+		}
+	}
+	c.mu.Lock()
+	c.key = next
+	c.mu.Unlock()
+}
+
+// keyAfter reports whether a comes after b in a round-robin visit that
+// started after from: keys above from come before keys at or below it.
+func keyAfter(a, b, from string) bool {
+	aHigh, bHigh := a > from, b > from
+	if aHigh != bHigh {
+		return !aHigh
+	}
+	return a > b
 }
 
 type batch struct {

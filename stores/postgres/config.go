@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"hash/fnv"
 	"time"
 
 	"github.com/outboxgo/outbox/stores"
@@ -77,6 +78,10 @@ type names struct {
 	table   string // "outbox"."messages"
 	channel string // outbox_messages, a LISTEN/NOTIFY channel
 	index   string // messages_pending
+	// lockSpace is the first key of the advisory locks that order one
+	// key's writers, so they do not collide with other tables' or the
+	// application's own (which mostly use the one-bigint form).
+	lockSpace int32
 }
 
 func (c Config) names() names {
@@ -85,5 +90,10 @@ func (c Config) names() names {
 		table:   `"` + c.Schema + `"."` + c.Table + `"`,
 		channel: c.Schema + "_" + c.Table,
 		index:   c.Table + "_pending",
+		lockSpace: func() int32 {
+			h := fnv.New32a()
+			h.Write([]byte("outbox:" + c.Schema + "." + c.Table))
+			return int32(h.Sum32())
+		}(),
 	}
 }

@@ -23,42 +23,93 @@ const (
 	maxInsertRows = 65535 / insertCols
 )
 
-// insertSQL builds the INSERT for n rows (n ≤ maxInsertRows), with a NOTIFY
-// in the same statement unless disabled. Identifiers come from a validated
-// Config; values are always parameters.
-func insertSQL(c Config, n int, notify bool) string {
+// insertSQL builds the INSERT for n rows (n ≤ maxInsertRows). Identifiers
+// come from a validated Config; values are always parameters.
+//
+// With keyed rows, the statement first takes a transaction-scoped advisory
+// lock on each distinct key, in key order: a second transaction enqueueing
+// for the same key waits there until the first commits or rolls back, so a
+// key's rows take their seq in commit order — the order relays publish them
+// in. (A plain sequence hands out numbers at insert, and two transactions
+// can commit in the other order.) The InitPlan gate makes the locks come
+// before any row is formed and takes its seq.
+//
+// With notify, a pg_notify in the same statement wakes relays at commit.
+func insertSQL(c Config, n int, notify, keyed bool) string {
 	nm := c.names()
 	var b strings.Builder
-	if notify {
-		b.WriteString("WITH ins AS (")
+	var ctes []string
+	if keyed {
+		var l strings.Builder
+		l.WriteString("locks AS MATERIALIZED (SELECT pg_advisory_xact_lock(")
+		l.WriteString(strconv.Itoa(int(nm.lockSpace)))
+		l.WriteString(", hashtext(k)) FROM (SELECT DISTINCT k FROM (VALUES ")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				l.WriteByte(',')
+			}
+			l.WriteString("($")
+			l.WriteString(strconv.Itoa(i*insertCols + 3))
+			l.WriteString("::text)")
+		}
+		l.WriteString(") AS v(k) WHERE k <> '' ORDER BY k) AS s)")
+		ctes = append(ctes, l.String())
 	}
-	b.WriteString("INSERT INTO ")
-	b.WriteString(nm.table)
-	b.WriteString(" (id, topic, key, type, payload, headers, created_at, available_at) VALUES ")
+	var ins strings.Builder
+	ins.WriteString("INSERT INTO ")
+	ins.WriteString(nm.table)
+	ins.WriteString(" (id, topic, key, type, payload, headers, created_at, available_at) ")
+	if keyed {
+		ins.WriteString("SELECT * FROM (")
+	}
+	ins.WriteString("VALUES ")
+	casts := [insertCols]string{"::uuid", "::text", "::text", "::text", "::bytea", "::jsonb", "::timestamptz", "::timestamptz"}
 	p := 1
 	for i := 0; i < n; i++ {
 		if i > 0 {
-			b.WriteByte(',')
+			ins.WriteByte(',')
 		}
-		b.WriteString("($")
-		b.WriteString(strconv.Itoa(p))
-		b.WriteString("::uuid")
-		for j := 1; j < insertCols; j++ {
-			b.WriteString(",$")
-			b.WriteString(strconv.Itoa(p + j))
-			if j == 5 {
-				b.WriteString("::jsonb")
+		ins.WriteByte('(')
+		for j := 0; j < insertCols; j++ {
+			if j > 0 {
+				ins.WriteByte(',')
 			}
+			ins.WriteByte('$')
+			ins.WriteString(strconv.Itoa(p + j))
+			ins.WriteString(casts[j])
 		}
-		b.WriteByte(')')
+		ins.WriteByte(')')
 		p += insertCols
 	}
+	if keyed {
+		ins.WriteString(") AS v WHERE (SELECT count(*) FROM locks) >= 0")
+	}
 	if notify {
-		b.WriteString(") SELECT pg_notify('")
+		ctes = append(ctes, "ins AS ("+ins.String()+")")
+	}
+	if len(ctes) > 0 {
+		b.WriteString("WITH ")
+		b.WriteString(strings.Join(ctes, ", "))
+		b.WriteByte(' ')
+	}
+	if notify {
+		b.WriteString("SELECT pg_notify('")
 		b.WriteString(nm.channel)
 		b.WriteString("', '')")
+	} else {
+		b.WriteString(ins.String())
 	}
 	return b.String()
+}
+
+// keyed reports whether any of msgs has a key.
+func keyed(msgs []outbox.Message) bool {
+	for i := range msgs {
+		if msgs[i].Key != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // insertArgs flattens msgs into parameters in the order insertSQL expects.
@@ -109,8 +160,8 @@ type notifier struct {
 
 var monoStart = time.Now()
 
-func (n *notifier) sql(rows int) string {
-	return insertSQL(n.cfg, rows, n.shouldNotify())
+func (n *notifier) sql(msgs []outbox.Message) string {
+	return insertSQL(n.cfg, len(msgs), n.shouldNotify(), keyed(msgs))
 }
 
 func (n *notifier) shouldNotify() bool {
@@ -152,7 +203,7 @@ func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Mess
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, d.n.sql(len(msgs)), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, d.n.sql(msgs), args...); err != nil {
 			return insertError(err)
 		}
 		return nil
@@ -182,7 +233,7 @@ func (d *PgxDriver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messa
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, d.n.sql(len(msgs)), args...); err != nil {
+		if _, err := tx.Exec(ctx, d.n.sql(msgs), args...); err != nil {
 			return insertError(err)
 		}
 		return nil

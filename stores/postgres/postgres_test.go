@@ -64,9 +64,34 @@ func TestConformancePgx(t *testing.T) {
 				return nil
 			}
 			return err
+		}, Begin: func(ctx context.Context) (storetest.Tx, error) {
+			tx, err := b.pool.Begin(ctx)
+			return pgxTx{tx: tx, ob: ob}, err
 		}}
 	})
 }
+
+type pgxTx struct {
+	tx pgx.Tx
+	ob *outbox.Outbox[pgx.Tx]
+}
+
+func (t pgxTx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
+	return t.ob.Enqueue(ctx, t.tx, msgs...)
+}
+func (t pgxTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+type sqlTx struct {
+	tx *sql.Tx
+	ob *outbox.Outbox[*sql.Tx]
+}
+
+func (t sqlTx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
+	return t.ob.Enqueue(ctx, t.tx, msgs...)
+}
+func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 var errRollback = errors.New("rollback on purpose")
 
@@ -91,6 +116,9 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 				return tx.Rollback()
 			}
 			return tx.Commit()
+		}, Begin: func(ctx context.Context) (storetest.Tx, error) {
+			tx, err := b.db.BeginTx(ctx, nil)
+			return sqlTx{tx: tx, ob: ob}, err
 		}}
 	})
 }
@@ -178,7 +206,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		t.Fatalf("Migrate through database/sql: %v", err)
 	}
 	var partial bool
-	err := b.pool.QueryRow(ctx, `SELECT indexdef LIKE '%WHERE (status = 0)%' FROM pg_indexes
+	err := b.pool.QueryRow(ctx, `SELECT indexdef LIKE '%WHERE ((status = 0) AND (key = ''''::text))%' FROM pg_indexes
 		WHERE schemaname = $1 AND indexname = 'messages_pending'`, b.cfg.Schema).Scan(&partial)
 	if err != nil || !partial {
 		t.Fatalf("pending index is not partial on pending rows (err %v)", err)

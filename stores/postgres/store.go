@@ -17,9 +17,10 @@ import (
 // Store is the relay side of a PostgreSQL outbox, over a pgx pool. It
 // implements stores.Store and stores.Listener.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  Config
-	nm   names
+	pool   *pgxpool.Pool
+	cfg    Config
+	nm     names
+	cursor keyCursor
 }
 
 var (
@@ -142,6 +143,25 @@ func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (int64, error
 		return 0, wrap("replay", err)
 	}
 	if tag.RowsAffected() > 0 && !s.cfg.DisableNotify {
+		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.nm.channel)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeadLetter implements stores.Store. A record a relay holds right now is
+// waited for (the claim ends within ClaimTimeout), then changed if still
+// pending.
+func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.nm.table+` SET status = 2, last_error = $2
+		WHERE status = 0 AND id = ANY($1)`, p.IDs, p.Reason)
+	if err != nil {
+		return 0, wrap("dead-letter", err)
+	}
+	if tag.RowsAffected() > 0 && !s.cfg.DisableNotify {
+		// The next record of each key may be due now.
 		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.nm.channel)
 	}
 	return tag.RowsAffected(), nil

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -22,27 +23,39 @@ import (
 // and no SKIP LOCKED, and a transaction held open while the relay publishes
 // would stall every enqueuer for a broker round trip.
 //
-// One UPDATE … RETURNING statement, its own short write transaction, takes
-// up to p.Limit due pending rows whose lease is free or has lapsed, oldest
-// first, and stamps them with a fresh random token and locked_until =
-// p.Now + ClaimTimeout. A write statement outside a transaction takes the
-// write lock before it reads (waiting under busy_timeout), as BEGIN
-// IMMEDIATE would, so no other claim can pick the same rows in between.
-// Nothing stays open afterwards. Complete and Abort
-// touch only rows that still carry the batch's token, so a relay whose
-// lease lapsed and whose rows were claimed again cannot mark another
-// relay's claim. Rows of a relay that died become claimable again once the
-// lease lapses, by the clock of the next claim.
+// A short write transaction (BEGIN IMMEDIATE, so it waits for the write
+// lock under busy_timeout and no other claim can pick the same rows in
+// between) takes up to p.Limit claimable rows (pending, due, and whose
+// lease is free or has lapsed) with UPDATE … RETURNING, and stamps them
+// with a fresh random token and locked_until = p.Now + ClaimTimeout.
+// Nothing stays open afterwards. Complete and Abort touch only rows that
+// still carry the batch's token, so a relay whose lease lapsed and whose
+// rows were claimed again cannot mark another relay's claim. Rows of a
+// relay that died become claimable again once the lease lapses, by the
+// clock of the next claim.
 //
-// When no row is due, Claim costs one read and never takes the write lock,
-// so idle relays polling do not slow enqueuers.
+// By default keyed rows are claimed key by key, each key's head only (see
+// walkSQL): so a key never has two rows leased at once and never one out of
+// turn. Keys are visited round-robin from where the last claim stopped, so
+// no key starves; unkeyed rows fill the rest of the batch, oldest first.
+// With p.Unordered, one statement takes the oldest claimable rows, whatever
+// their keys.
+//
+// When nothing is claimable, Claim costs one read and never takes the write
+// lock, so idle relays polling do not slow enqueuers.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("sqlite: claim: limit is %d, must be positive", p.Limit)
 	}
 	now := p.Now.UnixMicro()
+	until := now + s.cfg.ClaimTimeout.Microseconds()
 	var one int
-	err := s.db.QueryRowContext(ctx, s.q.due, now).Scan(&one)
+	var err error
+	if p.Unordered {
+		err = s.db.QueryRowContext(ctx, s.q.due, now).Scan(&one)
+	} else {
+		err = s.db.QueryRowContext(ctx, s.q.dueOrdered, nil, nil, now, 1, "").Scan(&one)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return &batch{s: s, done: true}, nil
 	}
@@ -53,14 +66,21 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q.claim, token, now+s.cfg.ClaimTimeout.Microseconds(), now, p.Limit)
-	if err != nil {
-		return nil, wrap("claim", err)
+	var recs []scanned
+	if p.Unordered {
+		// One statement, its own write transaction: a write statement
+		// outside a transaction takes the write lock before it reads.
+		recs, err = s.stamp(ctx, s.db, s.q.claim, token, until, now, p.Limit)
+	} else {
+		err = immediate(ctx, s.db, func(ctx context.Context, conn *sql.Conn) error {
+			recs, err = s.claimOrdered(ctx, conn, token, until, now, p.Limit)
+			return err
+		})
 	}
-	// Rows stamped before an error here are held by a token nobody knows:
-	// they go back to the pool when their lease lapses, as a dead relay's do.
-	recs, err := scanRecords(rows)
 	if err != nil {
+		// Nothing was stamped (the transaction rolled back), or rows were
+		// stamped with a token nobody knows: they go back to the pool when
+		// their lease lapses, as a dead relay's do.
 		return nil, wrap("claim", err)
 	}
 	// RETURNING comes in no particular order.
@@ -72,6 +92,90 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		b.recs[i] = r.rec
 	}
 	return b, nil
+}
+
+// claimOrdered runs in the claim's write transaction: keys from the cursor
+// to the last, then from the first up to the cursor, then unkeyed rows,
+// each step only while the batch is not full.
+func (s *Store) claimOrdered(ctx context.Context, conn *sql.Conn, token, until, now int64, limit int) ([]scanned, error) {
+	cursor := s.cursor.get()
+	recs, err := s.stamp(ctx, conn, s.q.claimKeys, token, until, now, limit, cursor)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) < limit && cursor != "" {
+		more, err := s.stamp(ctx, conn, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, more...)
+	}
+	// Moved before the transaction commits: a claim that then fails
+	// costs the keys it passed one turn, nothing more.
+	s.cursor.advance(cursor, recs, len(recs) == limit)
+	if left := limit - len(recs); left > 0 {
+		more, err := s.stamp(ctx, conn, s.q.claimUnkeyed, token, until, now, left)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, more...)
+	}
+	return recs, nil
+}
+
+// execer is *sql.DB or *sql.Conn.
+type execer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// stamp runs a claim statement (UPDATE … RETURNING recordCols) with args
+// token, until, now, limit and then more.
+func (s *Store) stamp(ctx context.Context, q execer, query string, token, until, now int64, limit int, more ...any) ([]scanned, error) {
+	rows, err := q.QueryContext(ctx, query, append([]any{token, until, now, limit}, more...)...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(rows)
+}
+
+// keyCursor remembers where the last keyed claim stopped, so the next one
+// starts after it: keys are served round-robin.
+type keyCursor struct {
+	mu  sync.Mutex
+	key string
+}
+
+func (c *keyCursor) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+// advance moves the cursor past the keys just claimed when the batch was
+// full (there may be more keys after them), and back to the start when it
+// was not (every key was visited).
+func (c *keyCursor) advance(from string, recs []scanned, full bool) {
+	next := ""
+	if full {
+		for _, r := range recs {
+			if k := r.rec.Key; k != "" && (next == "" || keyAfter(k, next, from)) {
+				next = k
+			}
+		}
+	}
+	c.mu.Lock()
+	c.key = next
+	c.mu.Unlock()
+}
+
+// keyAfter reports whether a comes after b in a round-robin visit that
+// started after from: keys above from come before keys at or below it.
+func keyAfter(a, b, from string) bool {
+	aHigh, bHigh := a > from, b > from
+	if aHigh != bHigh {
+		return !aHigh
+	}
+	return a > b
 }
 
 func newToken() (int64, error) {

@@ -45,9 +45,9 @@
 //
 // SQLite has one writer and no SKIP LOCKED, and a write transaction held
 // open while a relay publishes would stall every enqueuer for a broker round
-// trip. So a claim is a lease: one short statement stamps up to Limit due
-// rows with a random token and locked_until = Now + ClaimTimeout, and
-// returns them. Complete applies the outcome in one short transaction to
+// trip. So a claim is a lease: one short write transaction stamps up to
+// Limit due rows with a random token and locked_until = Now +
+// ClaimTimeout, and returns them (see Ordering for which rows). Complete applies the outcome in one short transaction to
 // the rows that still hold the token and clears it; Abort clears it. A
 // relay that dies leaves its rows leased until ClaimTimeout passes; then
 // the next claim takes them. ClaimTimeout must therefore exceed the relay's
@@ -58,6 +58,29 @@
 // This works the same for relays in one process and for relays in several
 // processes sharing one database file (on a local file system: SQLite's
 // locking is not reliable on network file systems).
+//
+// # Ordering
+//
+// Events with the same non-empty Key are published in the order their
+// transactions committed, one at a time (ClaimParams.Unordered turns this
+// off). A claim takes a keyed event only when it is its key's head, the
+// key's pending event with the lowest seq, due or not, and only when that
+// head's lease is free: while a key's head is leased to a relay, or waits
+// for a retry or its NotBefore, the whole key waits, and other keys go on.
+// Store.DeadLetter lets a key go past a head that keeps failing. Claims
+// walk the keys along an index of pending keyed events, round-robin from
+// where the last claim stopped, and stop once the batch is full: the cost
+// of a claim grows with the keys it visits, not with the backlog behind
+// them. Unkeyed events fill the rest of the batch, oldest first.
+//
+// Commit order per key needs nothing more. seq is the rowid, handed out at
+// insert, and SQLite has one writer: a transaction that inserts holds the
+// database's write lock from its first write (from BEGIN with
+// _txlock=immediate) until it commits or rolls back. No other transaction
+// can insert in between, so inserts, and the seqs they take, come in
+// commit order. This holds for deferred transactions too (the write lock
+// comes with the first write, and a rolled-back insert leaves no row
+// behind), and across processes sharing the file.
 //
 // # Storage
 //

@@ -86,6 +86,9 @@ func NewDriver(cfg *Config) (*Driver, error) {
 }
 
 // InsertTx implements outbox.Driver: one INSERT statement per 4095 messages.
+// It takes no lock of its own for per-key order: the transaction holds
+// SQLite's one write lock from its first write to its end, so seqs are
+// taken in commit order (see the package documentation, "Ordering").
 //
 // Begin tx with _txlock=immediate (see Open): a deferred transaction that
 // reads before it writes can fail with SQLITE_BUSY at its first write when

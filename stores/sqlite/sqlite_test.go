@@ -71,9 +71,27 @@ func (b bundle) enqueue(ctx context.Context, msgs []outbox.Message, commit bool)
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		return storetest.Harness{Store: b.store, Enqueue: b.enqueue}
+		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin}
 	})
 }
+
+// begin opens a writer transaction as an application would, through
+// BeginTx on a handle from Open (_txlock=immediate).
+func (b bundle) begin(ctx context.Context) (storetest.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	return sqlTx{tx: tx, ob: b.ob}, err
+}
+
+type sqlTx struct {
+	tx *sql.Tx
+	ob *outbox.Outbox[*sql.Tx]
+}
+
+func (t sqlTx) Enqueue(ctx context.Context, msgs ...outbox.Message) error {
+	return t.ob.Enqueue(ctx, t.tx, msgs...)
+}
+func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 	b := setup(t)

@@ -15,14 +15,14 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
-// msgs returns n valid messages on topic created at t0, with ids set.
+// msgs returns n valid unkeyed messages on topic, created a microsecond
+// apart from t0, with ids set.
 func msgs(topic string, n int) []outbox.Message {
 	out := make([]outbox.Message, n)
 	for i := range out {
 		out[i] = outbox.Message{
 			ID:        outbox.NewID(),
 			Topic:     topic,
-			Key:       fmt.Sprintf("k%d", i%7),
 			Type:      "Tested",
 			Payload:   []byte(fmt.Sprintf(`{"n":%d}`, i)),
 			CreatedAt: t0.Add(time.Duration(i) * time.Microsecond),

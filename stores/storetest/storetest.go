@@ -19,6 +19,16 @@ type Harness struct {
 	// Enqueue writes msgs through the store's outbox.Driver in one new
 	// transaction, then commits it or, when commit is false, rolls it back.
 	Enqueue func(ctx context.Context, msgs []outbox.Message, commit bool) error
+	// Begin opens a transaction of the store's own kind, for the cases
+	// that race two writers. Optional: nil skips them.
+	Begin func(ctx context.Context) (Tx, error)
+}
+
+// Tx is an open writer transaction.
+type Tx interface {
+	Enqueue(ctx context.Context, msgs ...outbox.Message) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
 }
 
 // Run runs every case. setup is called once per case and must return a
@@ -42,6 +52,14 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"LimitAndOrder", testLimitAndOrder},
 		{"Stats", testStats},
 		{"ConcurrentRelays", testConcurrentRelays},
+		{"OrderedHeadOnly", testOrderedHeadOnly},
+		{"OrderedRetryBlocksKey", testOrderedRetryBlocksKey},
+		{"OrderedNotBeforeBlocksKey", testOrderedNotBeforeBlocksKey},
+		{"OrderedFairAcrossKeys", testOrderedFairAcrossKeys},
+		{"OrderedConcurrentRelays", testOrderedConcurrentRelays},
+		{"OrderedCommitOrderRace", testOrderedCommitOrderRace},
+		{"Unordered", testUnordered},
+		{"DeadLetterByHand", testDeadLetterByHand},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,10 +21,13 @@ CREATE TABLE IF NOT EXISTS "outbox"."messages" (
     published_at timestamptz
 );
 
--- The hot index holds pending rows only, in claim order, so the cost of a
--- claim does not grow with history.
+-- The hot indexes hold pending rows only, so the cost of a claim does not
+-- grow with history. Unordered events (empty key) are claimed by due time;
+-- keyed events key by key, each key's oldest pending event (its head) only.
 CREATE INDEX IF NOT EXISTS "messages_pending"
-    ON "outbox"."messages" (available_at, seq) WHERE status = 0;
+    ON "outbox"."messages" (available_at, seq) WHERE status = 0 AND key = '';
+CREATE INDEX IF NOT EXISTS "messages_pending_keys"
+    ON "outbox"."messages" (key, seq) WHERE status = 0 AND key <> '';
 
 -- Purge and status read published and dead rows by time.
 CREATE INDEX IF NOT EXISTS "messages_published"

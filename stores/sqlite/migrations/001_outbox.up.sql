@@ -27,10 +27,16 @@ CREATE TABLE IF NOT EXISTS "outbox_messages" (
     locked_until INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
--- The hot index holds pending rows only, in claim order, so the cost of a
--- claim does not grow with history.
+-- The hot indexes hold pending rows only, so the cost of a claim does not
+-- grow with history. An unordered claim reads all pending rows in claim
+-- order; an ordered one reads unkeyed rows in claim order, and walks keyed
+-- rows key by key, each key's oldest pending row (its head) first.
 CREATE INDEX IF NOT EXISTS "outbox_messages_pending"
     ON "outbox_messages" (available_at, seq) WHERE status = 0;
+CREATE INDEX IF NOT EXISTS "outbox_messages_pending_unkeyed"
+    ON "outbox_messages" (available_at, seq) WHERE status = 0 AND key = '';
+CREATE INDEX IF NOT EXISTS "outbox_messages_pending_keys"
+    ON "outbox_messages" (key, seq) WHERE status = 0 AND key <> '';
 
 -- Purge and status read published and dead rows by time.
 CREATE INDEX IF NOT EXISTS "outbox_messages_published"

@@ -1,0 +1,59 @@
+// Package relay drains an outbox table to a broker: claim a batch, publish it
+// pipelined, mark (or delete) it in one statement. Publish first, mark after,
+// so a crash duplicates and never loses.
+//
+// # Per-key order
+//
+// Events with a non-empty Key are published in the order their transactions
+// committed, one at a time per key, across any number of relays and workers,
+// through retries, crashes and stalls. Events without a key take the
+// unordered path: any number in flight, in any order. Config.Unordered turns
+// ordering off for keyed events too.
+//
+// The design has three parts, all in the store:
+//
+//   - Commit order at enqueue. Two transactions enqueueing for one key take
+//     a transaction-scoped lock on the key (PostgreSQL: an advisory lock;
+//     MySQL: a row of a key table), so the second waits until the first ends
+//     and the key's rows take their sequence numbers in commit order. A plain
+//     sequence would not do: it hands out numbers at insert, and two
+//     transactions can commit in the other order.
+//   - Heads only. A claim takes, for each key, only its head: its oldest
+//     pending event. A later event of a key is not a candidate until the head
+//     is published (or dead), whatever its own due time; so a key has at most
+//     one event in flight, and pipelining a batch cannot reorder a key.
+//   - Skip held heads. A head another relay holds is skipped (FOR UPDATE SKIP
+//     LOCKED), which is safe because a held head's successors are not heads:
+//     nobody can overtake it. There are no leases to renew or rebalance: a
+//     relay that dies releases its heads with its database session, at once;
+//     one that stalls (SIGSTOP, a long pause) loses them when the database
+//     ends its idle transaction (the store's claim timeout, 30s by default).
+//
+// Work divides among relays by key: each claim takes heads its peers do not
+// hold, visiting keys round-robin so none starves. Throughput grows with
+// relays as long as there are more keys with pending events than one batch
+// takes; one key alone moves at one event per claim-publish-mark cycle (a few
+// hundred per second), the price of having one in flight.
+//
+// A failing event blocks its key only. By default (KeyedFailure: BlockKey)
+// it is retried with backoff for ever, and the key's later events wait until
+// it succeeds or someone dead-letters it by hand (`outbox dead-letter ID`);
+// DeadLetterKey makes it dead after MaxAttempts and lets the key go on. Other
+// keys flow either way. A head delayed by NotBefore delays its key likewise.
+//
+// Limits. A relay that stalls past its claim timeout and then wakes may
+// publish its old batch late, after newer events of those keys: a duplicate,
+// which JetStream's duplicate window drops when it is recent and the
+// consumer's inbox drops in any case, so the consumer still sees each key in
+// order. Without an inbox, expect such late duplicates. Publishers that
+// declare OrderedRetries (Kafka) do not yet get more than one event per key
+// in flight.
+//
+// # Failures
+//
+// A publish error schedules the event's retry with exponential backoff and
+// jitter; a permanent rejection (publishers.ErrPermanent) makes an unkeyed
+// event dead at once. A broker that is unreachable opens a breaker shared by
+// the relay's workers: they stop claiming (holding no transaction), probe
+// with one batch after a backoff, and no event is charged an attempt.
+package relay
