@@ -57,6 +57,8 @@ func TestBadInput(t *testing.T) {
 	failsWith(t, []string{"migrate", "--print", "--table", "x;drop"}, "not a valid SQL identifier")
 	failsWith(t, []string{"replay"}, "--all")
 	failsWith(t, []string{"replay", "nope"}, "not an event ID")
+	failsWith(t, []string{"dead-letter", "nope"}, "not an event ID")
+	failsWith(t, []string{"relay", "--keyed-failure", "skip", "--database-url", pgtest.URL()}, "--keyed-failure")
 	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "mqtt://x"}, "unsupported scheme")
 	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()}, `--log-format "xml"`)
 	failsWith(t, []string{"relay", "--log-level", "loud", "--database-url", pgtest.URL()}, `--log-level "loud"`)
@@ -250,4 +252,38 @@ func TestMySQLMigrateStatus(t *testing.T) {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	failsWith(t, []string{"status", "--database-url", "mysql://root@127.0.0.1:3306"}, "no database name")
+}
+
+// Dead-letter by hand, list, replay: the operator's way past a stuck key.
+func TestDeadLetterListReplay(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	db := []string{"--database-url", pgtest.URL(), "--schema", schema}
+	ctx := context.Background()
+	if code, out, stderr := run(t, ctx, append([]string{"migrate"}, db...)...); code != 0 {
+		t.Fatalf("migrate: %s%s", out, stderr)
+	}
+	id := outbox.NewID()
+	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{ID: id, Topic: "orders", Key: "k"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, ctx, append([]string{"dead-letter", id.String(), "--reason", "stuck, skipped by ops"}, db...)...)
+	if code != 0 || !strings.Contains(out, "dead-lettered 1 of 1") {
+		t.Fatalf("dead-letter: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run(t, ctx, append([]string{"dead"}, db...)...)
+	if code != 0 || !strings.Contains(out, id.String()) || !strings.Contains(out, "stuck, skipped by ops") {
+		t.Fatalf("dead: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, append([]string{"replay", "--all"}, db...)...)
+	if code != 0 || !strings.Contains(out, "replayed 1 dead events") {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, ctx, append([]string{"status"}, db...)...)
+	if code != 0 || !regexpMatch(out, `(?m)^orders\s+1\s`) {
+		t.Fatalf("status after replay: exit %d\n%s", code, out)
+	}
 }

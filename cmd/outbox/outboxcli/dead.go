@@ -84,3 +84,40 @@ relay publishes them. Name them by ID, or choose --all (optionally with
 	cmd.Flags().BoolVar(&all, "all", false, "replay every dead event (of --topic, when given)")
 	return cmd
 }
+
+func newDeadLetter(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "dead-letter ID...",
+		Short: "Make pending events dead by hand (to let a key go on past an event that keeps failing)",
+		Long: `dead-letter makes the named pending events dead, with --reason as their last
+error. With per-key order, a keyed event that keeps failing holds its key's
+later events back; dead-lettering it lets them go. Dead events stay listed
+by 'outbox dead' and can be replayed with 'outbox replay'.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := stores.DeadLetterParams{Reason: reason}
+			for _, a := range args {
+				id, err := uuid.Parse(a)
+				if err != nil {
+					return fmt.Errorf("%q is not an event ID (a UUID)", a)
+				}
+				p.IDs = append(p.IDs, id)
+			}
+			ctx := cmd.Context()
+			d, err := g.openDB(ctx)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			n, err := d.store.DeadLetter(ctx, p)
+			if err != nil {
+				return schemaMissing(err, d)
+			}
+			fmt.Fprintf(g.stdout, "dead-lettered %d of %d events (the others were not pending)\n", n, len(p.IDs))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "dead-lettered by hand", "stored as the events' last error")
+	return cmd
+}

@@ -21,6 +21,7 @@ type relayFlags struct {
 	brokerURL     string
 	subjectPrefix string
 	stream        string
+	keyedFailure  string
 	cfg           relay.Config
 }
 
@@ -33,8 +34,12 @@ func newRelay(g *globals) *cobra.Command {
 (FOR UPDATE SKIP LOCKED, so any number of relays may run), publishes the batch
 pipelined, and marks or deletes it once the broker has acknowledged it.
 
-A failed event is retried with exponential backoff and becomes dead after
---max-attempts; see 'outbox dead' and 'outbox replay'. While the broker is
+Events with a key are published one at a time per key, in the order their
+transactions committed, however many relays run; --unordered turns that off.
+A failed event is retried with exponential backoff. An unkeyed one becomes
+dead after --max-attempts; a keyed one holds its key until it succeeds or is
+dead-lettered by hand ('outbox dead-letter ID'), unless --keyed-failure is
+dead-letter. See 'outbox dead' and 'outbox replay'. While the broker is
 unreachable the relay pauses as a whole and charges no event an attempt.
 SIGINT or SIGTERM stop it gracefully: in-flight batches finish first.
 
@@ -61,6 +66,8 @@ Brokers, by URL scheme:
 	fl.DurationVar(&f.cfg.Retention, "retention", 0, "keep published events this long (0: delete at once)")
 	fl.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", relay.DefaultShutdownTimeout, "how long to let in-flight batches finish on SIGTERM")
 	fl.BoolVar(&f.cfg.DisableListen, "no-listen", false, "poll only; do not LISTEN for new events")
+	fl.BoolVar(&f.cfg.Unordered, "unordered", false, "publish keyed events in any order (default: one at a time per key, in commit order)")
+	fl.StringVar(&f.keyedFailure, "keyed-failure", "block", "a failing keyed event: block its key until it succeeds or is dead-lettered by hand (block), or dead-letter it after --max-attempts (dead-letter)")
 	return cmd
 }
 
@@ -69,6 +76,9 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	log, err := g.logger()
 	if err != nil {
 		return err
+	}
+	if f.cfg.KeyedFailure, err = relay.ParseFailurePolicy(f.keyedFailure); err != nil {
+		return fmt.Errorf("--keyed-failure: %w", err)
 	}
 	// Check both URLs before connecting to either.
 	if _, err := scheme("broker-url", f.brokerURL, brokerSchemes...); err != nil {
