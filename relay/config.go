@@ -64,6 +64,9 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits for in-flight batches when its
 	// context is cancelled. Default 30s.
 	ShutdownTimeout time.Duration
+	// InProcess, when set, handles events of chosen topics in this process
+	// instead of publishing them (see Handlers). Default nil.
+	InProcess InProcess
 	// Clock stamps every time the relay writes. Default outbox.SystemClock.
 	Clock outbox.Clock
 	// Logger receives the relay's logs. Default: discarded.

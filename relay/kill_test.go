@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -61,6 +63,15 @@ func relayProcess() int {
 			}
 			fmt.Println("published", strings.Join(ids, ","))
 			select {} // hold between publish and mark until killed
+		}
+	case "inproc-crash":
+		// The job's effect is written in the claim transaction; the process
+		// then dies before the mark.
+		table := `"` + os.Getenv(envSchema) + `".effects`
+		rcfg.InProcess = relay.Handlers(map[string]relay.Handler[pgx.Tx]{"jobs": recordEffect(table)})
+		rcfg.Hooks.AfterPublish = func([]outbox.Message, []error) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
 		}
 	case "run":
 		scfg.ClaimTimeout = chaosClaimTimeout

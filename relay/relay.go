@@ -35,8 +35,11 @@ type Relay struct {
 
 // New returns a relay that drains store to pub. cfg may be nil.
 func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, error) {
-	if store == nil || pub == nil {
-		return nil, errors.New("relay: nil store or publisher")
+	if store == nil {
+		return nil, errors.New("relay: nil store")
+	}
+	if pub == nil && (cfg == nil || cfg.InProcess == nil) {
+		return nil, errors.New("relay: nil publisher and no in-process handlers")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -100,11 +101,9 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	for i := range recs {
 		msgs[i] = recs[i].Message
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	errs := r.pub.Publish(pctx, msgs)
-	cancel()
-	if len(errs) != len(msgs) {
-		return len(recs), errors.New("relay: publisher returned a wrong number of results")
+	errs, err := r.publish(ctx, b, msgs)
+	if err != nil {
+		return len(recs), err
 	}
 	if h := r.cfg.Hooks.AfterPublish; h != nil {
 		h(msgs, errs)
@@ -160,6 +159,56 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		return len(recs), errors.Join(errOutage, outage)
 	}
 	return len(recs), nil
+}
+
+// publish sends msgs to the broker, or to the in-process handlers for the
+// topics they handle, and returns one result per message.
+func (r *Relay) publish(ctx context.Context, b stores.Batch, msgs []outbox.Message) ([]error, error) {
+	ip := r.cfg.InProcess
+	if ip == nil {
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+		errs := r.pub.Publish(pctx, msgs)
+		cancel()
+		if len(errs) != len(msgs) {
+			return nil, errors.New("relay: publisher returned a wrong number of results")
+		}
+		return errs, nil
+	}
+	errs := make([]error, len(msgs))
+	var local, remote []outbox.Message
+	var li, ri []int
+	for i := range msgs {
+		if ip.handles(msgs[i].Topic) {
+			local, li = append(local, msgs[i]), append(li, i)
+		} else {
+			remote, ri = append(remote, msgs[i]), append(ri, i)
+		}
+	}
+	if len(remote) > 0 {
+		if r.pub == nil {
+			for _, i := range ri {
+				errs[i] = publishers.Permanent(fmt.Errorf("no broker and no in-process handler for topic %q", msgs[i].Topic))
+			}
+		} else {
+			pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+			res := r.pub.Publish(pctx, remote)
+			cancel()
+			if len(res) != len(remote) {
+				return nil, errors.New("relay: publisher returned a wrong number of results")
+			}
+			for j, i := range ri {
+				errs[i] = res[j]
+			}
+		}
+	}
+	if len(local) > 0 {
+		res := make([]error, len(local))
+		ip.run(ctx, b, local, res)
+		for j, i := range li {
+			errs[i] = res[j]
+		}
+	}
+	return errs, nil
 }
 
 // blocksKey reports whether a failure of rec holds its key: a keyed event

@@ -158,3 +158,12 @@ func CheckIdent(what, name string, maxLen int) error {
 	}
 	return nil
 }
+
+// TxRunner is implemented by batches whose claim is a database transaction
+// (PostgreSQL: pgx.Tx; MySQL: *sql.Tx). RunInTx runs fn inside that
+// transaction under a savepoint: fn's writes commit with Complete, together
+// with the mark, or roll back alone when fn fails. The relay runs in-process
+// handlers this way, which makes their database effects exactly-once.
+type TxRunner[TTx any] interface {
+	RunInTx(ctx context.Context, fn func(tx TTx) error) error
+}

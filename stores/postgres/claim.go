@@ -260,3 +260,12 @@ func failureArrays(fs []stores.Failure) (ids []uuid.UUID, errs []string, next []
 	}
 	return ids, errs, next
 }
+
+// RunInTx implements stores.TxRunner: fn runs under a savepoint of the
+// claim's transaction.
+func (b *batch) RunInTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if b.tx == nil {
+		return errClosedBatch
+	}
+	return pgx.BeginFunc(ctx, b.tx, fn)
+}
