@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
@@ -84,12 +85,12 @@ var harness = publishertest.Harness{
 	Outage: func(t *testing.T) publishertest.Outage {
 		ex, q := topology(t)
 		u, _ := url.Parse(rabbitURL())
-		px := startProxy(t, u.Host)
-		u.Host = px.addr
+		px := tcpproxy.Start(t, u.Host)
+		u.Host = px.Addr
 		return publishertest.Outage{
 			Env:   env(u.String(), ex, q),
-			Stop:  func(*testing.T) { px.cut() },
-			Start: func(t *testing.T) { px.restore(t) },
+			Stop:  func(*testing.T) { px.Cut() },
+			Start: func(t *testing.T) { px.Restore(t) },
 		}
 	},
 }

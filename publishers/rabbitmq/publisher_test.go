@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/publishers"
 	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
 )
@@ -56,9 +57,9 @@ func TestMissingExchange(t *testing.T) {
 }
 
 func TestNewUnreachableIsUnavailable(t *testing.T) {
-	px := startProxy(t, "127.0.0.1:1")
-	addr := px.addr
-	px.cut()
+	px := tcpproxy.Start(t, "127.0.0.1:1")
+	addr := px.Addr
+	px.Cut()
 	_, err := rabbitpub.New(rabbitpub.Config{URL: "amqp://guest:s3cret@" + addr + "/", DialTimeout: time.Second})
 	if !publishers.IsUnavailable(err) {
 		t.Errorf("got %v, want unavailable", err)

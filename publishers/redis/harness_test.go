@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
@@ -73,12 +74,12 @@ var harness = publishertest.Harness{
 	},
 	Outage: func(t *testing.T) publishertest.Outage {
 		rdb := connect(t)
-		px := startProxy(t, rdb.Options().Addr)
-		u := strings.Replace(redisURL(), rdb.Options().Addr, px.addr, 1)
+		px := tcpproxy.Start(t, rdb.Options().Addr)
+		u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
 		return publishertest.Outage{
 			Env:   env(rdb, u, newPrefix(t, rdb)),
-			Stop:  func(*testing.T) { px.cut() },
-			Start: func(t *testing.T) { px.restore(t) },
+			Stop:  func(*testing.T) { px.Cut() },
+			Start: func(t *testing.T) { px.Restore(t) },
 		}
 	},
 }

@@ -1,4 +1,6 @@
-package redis_test
+// Package tcpproxy is a TCP proxy tests put between a client and a shared
+// service, to cut the path to it without stopping the service.
+package tcpproxy
 
 import (
 	"io"
@@ -7,12 +9,12 @@ import (
 	"testing"
 )
 
-// proxy forwards TCP connections from a local address to a target, and
+// Proxy forwards TCP connections from a local address to a target, and
 // can be cut (every connection closed, new ones refused) and restored on
 // the same address.
-type proxy struct {
+type Proxy struct {
 	target string
-	addr   string
+	Addr   string
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -20,21 +22,21 @@ type proxy struct {
 	wg    sync.WaitGroup
 }
 
-// startProxy starts a proxy to target, stopped at cleanup.
-func startProxy(t testing.TB, target string) *proxy {
+// Start starts a proxy to target, stopped at cleanup.
+func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p := &proxy{target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}
-	p.addr = ln.Addr().String()
+	p.Addr = ln.Addr().String()
 	p.serve(ln)
-	t.Cleanup(p.cut)
+	t.Cleanup(p.Cut)
 	return p
 }
 
-func (p *proxy) serve(ln net.Listener) {
+func (p *Proxy) serve(ln net.Listener) {
 	p.mu.Lock()
 	p.ln = ln
 	p.mu.Unlock()
@@ -49,7 +51,7 @@ func (p *proxy) serve(ln net.Listener) {
 	})
 }
 
-func (p *proxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln == nil {
@@ -60,7 +62,7 @@ func (p *proxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *proxy) forward(c net.Conn) {
+func (p *Proxy) forward(c net.Conn) {
 	if !p.track(c) {
 		return
 	}
@@ -87,9 +89,9 @@ func (p *proxy) forward(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// cut closes the listener and every connection, and waits for the
+// Cut closes the listener and every connection, and waits for the
 // forwarding goroutines to end.
-func (p *proxy) cut() {
+func (p *Proxy) Cut() {
 	p.mu.Lock()
 	if p.ln != nil {
 		_ = p.ln.Close()
@@ -102,12 +104,12 @@ func (p *proxy) cut() {
 	p.wg.Wait()
 }
 
-// restore listens again on the same address.
-func (p *proxy) restore(t testing.TB) {
+// Restore listens again on the same address.
+func (p *Proxy) Restore(t testing.TB) {
 	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := net.Listen("tcp", p.Addr)
 	if err != nil {
-		t.Fatalf("proxy: listen again on %s: %v", p.addr, err)
+		t.Fatalf("proxy: listen again on %s: %v", p.Addr, err)
 	}
 	p.serve(ln)
 }
