@@ -66,7 +66,7 @@ Every flag can also be set by an environment variable, named after the flag:
 	pf.StringVar(&g.table, "table", "messages", "name of the outbox table")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g))
+	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g), newDemo(g))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := envDefaults(cmd.Flags()); err != nil {
 			return err

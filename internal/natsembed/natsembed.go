@@ -1,0 +1,150 @@
+// Package natsembed runs a NATS server with JetStream inside the process:
+// the broker of `outbox demo` and examples/saga, so that they need nothing
+// installed but Go. It can be shut down and restarted on the same port and
+// store directory, to play a broker outage.
+//
+// It is internal on purpose: an in-process broker is a demo's and a test's
+// convenience, not something a service should ship. In your own code,
+// connect publishers/nats and subscribers/nats to a real NATS server.
+package natsembed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config configures an embedded server.
+type Config struct {
+	// DataDir is where JetStream stores streams and consumers; a restart
+	// finds them there. Required.
+	DataDir string
+	// Host is the interface to listen on. Default "127.0.0.1".
+	Host string
+	// Port is the client port; 0 picks a free one (kept across restarts).
+	Port int
+	// Logger receives the server's log lines (notices at Info, warnings,
+	// errors). Default: none.
+	Logger *slog.Logger
+}
+
+// Server is an in-process nats-server with JetStream. It is safe for
+// concurrent use.
+type Server struct {
+	mu   sync.Mutex
+	opts server.Options
+	log  *slog.Logger
+	srv  *server.Server // nil while down
+	url  string
+}
+
+// Start starts a server and returns once it accepts connections, or fails
+// when ctx ends first (10s at most without a deadline).
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("natsembed: DataDir is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	port := cfg.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	s := &Server{log: cfg.Logger, opts: server.Options{
+		ServerName: "outbox-embedded",
+		Host:       cfg.Host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   cfg.DataDir,
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+	}}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	// Restarts reuse the port the first start was given.
+	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+	s.url = s.srv.ClientURL()
+	return s, nil
+}
+
+// URL is the client URL (nats://host:port); it stays the same across
+// restarts.
+func (s *Server) URL() string { return s.url }
+
+// Running reports whether the server is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv != nil
+}
+
+// Shutdown stops the server and returns once it is down and its goroutines
+// have returned. Clients see their connections drop. It is a no-op when the
+// server is down.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+// Restart starts the server again on the same port and store directory,
+// shutting it down first if it is up, and returns once it accepts
+// connections. Streams, consumers and stored messages survive.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Shutdown()
+	return s.start(ctx)
+}
+
+func (s *Server) start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return nil
+	}
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		return fmt.Errorf("natsembed: %w", err)
+	}
+	if s.log != nil {
+		srv.SetLoggerV2(logger{s.log}, false, false, false)
+	}
+	srv.Start()
+	wait := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	if !srv.ReadyForConnections(wait) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("natsembed: start: %w", err)
+		}
+		return fmt.Errorf("natsembed: server on %s:%d not ready within %v", opts.Host, opts.Port, wait)
+	}
+	s.srv = srv
+	return nil
+}
+
+// logger adapts slog to the server's Logger.
+type logger struct{ l *slog.Logger }
+
+func (g logger) Noticef(format string, v ...any) { g.l.Info(fmt.Sprintf(format, v...)) }
+func (g logger) Warnf(format string, v ...any)   { g.l.Warn(fmt.Sprintf(format, v...)) }
+func (g logger) Fatalf(format string, v ...any)  { g.l.Error(fmt.Sprintf(format, v...)) }
+func (g logger) Errorf(format string, v ...any)  { g.l.Error(fmt.Sprintf(format, v...)) }
+func (g logger) Debugf(format string, v ...any)  { g.l.Debug(fmt.Sprintf(format, v...)) }
+func (g logger) Tracef(format string, v ...any)  { g.l.Debug(fmt.Sprintf(format, v...)) }
