@@ -5,11 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox"
@@ -18,6 +21,7 @@ import (
 	"github.com/outboxgo/outbox/internal/pgtest"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/stores/sqlite"
 )
 
 // run runs the CLI in-process and returns its exit code and output.
@@ -286,4 +290,90 @@ func TestDeadLetterListReplay(t *testing.T) {
 	if code != 0 || !regexpMatch(out, `(?m)^orders\s+1\s`) {
 		t.Fatalf("status after replay: exit %d\n%s", code, out)
 	}
+}
+
+// Without --broker-url the relay runs an embedded NATS JetStream: a new
+// user's first relay needs nothing installed.
+func TestRelayEmbeddedBroker(t *testing.T) {
+	dir := t.TempDir()
+	url := "sqlite://" + dir + "/app.db"
+	ctx := context.Background()
+	if code, out, stderr := run(t, ctx, "migrate", "--database-url", url); code != 0 {
+		t.Fatalf("migrate: %s%s", out, stderr)
+	}
+	db, err := sqlite.Open(dir + "/app.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d, _ := sqlite.NewDriver(nil)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan int)
+	var stdout string
+	go func() {
+		code, out, _ := run(t, rctx, "relay", "--database-url", url, "--data-dir", dir+"/nats",
+			"--embedded-port", fmt.Sprint(port), "--poll-interval", "50ms")
+		stdout = out
+		done <- code
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	var n uint64
+	for n != 1 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the event did not reach the embedded broker's stream OUTBOX")
+		}
+		n = embeddedCount(ctx, fmt.Sprintf("nats://127.0.0.1:%d", port))
+		if n != 1 {
+			time.Sleep(50 * time.Millisecond) // polling a condition
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("relay exit %d", code)
+	}
+	if !strings.Contains(stdout, fmt.Sprintf("embedded NATS JetStream at nats://127.0.0.1:%d", port)) {
+		t.Fatalf("the relay did not print the embedded broker's URL:\n%s", stdout)
+	}
+}
+
+// embeddedCount is how many messages stream OUTBOX holds at url; 0 when it
+// cannot tell yet.
+func embeddedCount(ctx context.Context, url string) uint64 {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return 0
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0
+	}
+	s, err := js.Stream(ctx, "OUTBOX")
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
 }

@@ -2,10 +2,12 @@ package outboxcli
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxgo/outbox/internal/natsembed"
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/publishers/kafka"
@@ -19,6 +21,8 @@ var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "red
 
 type relayFlags struct {
 	brokerURL     string
+	dataDir       string
+	embeddedPort  int
 	subjectPrefix string
 	stream        string
 	keyedFailure  string
@@ -43,6 +47,9 @@ dead-letter. See 'outbox dead' and 'outbox replay'. While the broker is
 unreachable the relay pauses as a whole and charges no event an attempt.
 SIGINT or SIGTERM stop it gracefully: in-flight batches finish first.
 
+Without --broker-url it runs an embedded NATS JetStream server under
+--data-dir and prints its URL, for trying things out.
+
 Brokers, by URL scheme:
   nats://host:4222              NATS JetStream (a stream must capture the
                                 subjects; --stream creates or extends one)
@@ -55,7 +62,9 @@ Brokers, by URL scheme:
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://, kafka://, amqp:// or redis:// URL")
+	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://, kafka://, amqp:// or redis:// URL (none: run an embedded NATS JetStream)")
+	fl.StringVar(&f.dataDir, "data-dir", "outbox-data", "without --broker-url: where the embedded NATS JetStream keeps its data")
+	fl.IntVar(&f.embeddedPort, "embedded-port", 0, "without --broker-url: the embedded NATS server's port on 127.0.0.1 (0: a free one)")
 	fl.StringVar(&f.subjectPrefix, "subject-prefix", "", "NATS: publish topic T on subject PREFIX.T (default: on T)")
 	fl.StringVar(&f.stream, "stream", "", "NATS: create (or extend) this JetStream stream to capture the subjects")
 	fl.IntVar(&f.cfg.BatchSize, "batch-size", relay.DefaultBatchSize, "events per claim")
@@ -81,8 +90,10 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 		return fmt.Errorf("--keyed-failure: %w", err)
 	}
 	// Check both URLs before connecting to either.
-	if _, err := scheme("broker-url", f.brokerURL, brokerSchemes...); err != nil {
-		return err
+	if f.brokerURL != "" {
+		if _, err := scheme("broker-url", f.brokerURL, brokerSchemes...); err != nil {
+			return err
+		}
 	}
 	d, err := g.openDB(ctx)
 	if err != nil {
@@ -91,6 +102,13 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	defer d.close()
 	if err := d.check(ctx); err != nil {
 		return schemaMissing(err, d)
+	}
+	if f.brokerURL == "" {
+		stop, err := f.startEmbedded(cmd, g, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	pub, where, err := f.openPublisher(cmd, log)
 	if err != nil {
@@ -112,7 +130,7 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	return err
 }
 
-func (f *relayFlags) openPublisher(cmd *cobra.Command, log interface{ Info(string, ...any) }) (publishers.Publisher, string, error) {
+func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publishers.Publisher, string, error) {
 	sch, err := scheme("broker-url", f.brokerURL, brokerSchemes...)
 	if err != nil {
 		return nil, "", err
@@ -153,4 +171,24 @@ func (f *relayFlags) openPublisher(cmd *cobra.Command, log interface{ Info(strin
 		return p, where, nil
 	}
 	return nil, "", fmt.Errorf("unreachable: scheme %q", sch)
+}
+
+// startEmbedded runs an in-process NATS server with JetStream under
+// --data-dir and points the relay at it: subjects outbox.<topic>, captured
+// by the stream OUTBOX (unless --subject-prefix and --stream say otherwise).
+func (f *relayFlags) startEmbedded(cmd *cobra.Command, g *globals, log *slog.Logger) (stop func(), err error) {
+	srv, err := natsembed.Start(cmd.Context(), natsembed.Config{DataDir: f.dataDir, Host: "127.0.0.1", Port: f.embeddedPort, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS under %s: %w", f.dataDir, err)
+	}
+	f.brokerURL = srv.URL()
+	if f.subjectPrefix == "" {
+		f.subjectPrefix = "outbox"
+	}
+	if f.stream == "" {
+		f.stream = "OUTBOX"
+	}
+	fmt.Fprintf(g.stdout, "embedded NATS JetStream at %s (data in %s): events on subjects %s.<topic>, stream %s\n",
+		srv.URL(), f.dataDir, f.subjectPrefix, f.stream)
+	return srv.Shutdown, nil
 }
