@@ -147,5 +147,12 @@
 // # What MySQL lacks
 //
 // There is no LISTEN/NOTIFY: Store does not implement stores.Listener, and
-// relays find new events by polling.
+// relays find new events by polling (relay.Config.PollInterval; 100ms is a
+// reasonable setting here, each idle poll being one indexed read). A program
+// that runs its relay in the same process wakes it at once after each
+// commit that enqueued, with relay.Relay.Wake:
+//
+//	if err := tx.Commit(); err == nil {
+//		r.Wake()
+//	}
 package mysql
