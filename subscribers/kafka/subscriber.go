@@ -1,0 +1,282 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxgo/outbox/inbox"
+)
+
+// Subscriber consumes Kafka topics through a consumer group into an inbox.
+// TTx is the inbox's transaction type.
+type Subscriber[TTx any] struct {
+	in  *inbox.Inbox[TTx]
+	h   inbox.Handler[TTx]
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	started  bool
+	stopOnce sync.Once
+	cl       *kgo.Client
+	stopping chan struct{} // closed by Stop
+	done     chan struct{} // closed when the poll loop has returned and the client is closed
+	pcancel  context.CancelFunc
+	hctx     context.Context
+	hcancel  context.CancelFunc
+}
+
+// New returns a Subscriber that handles the records of cfg.Topics with h
+// through in. It does not connect until Start.
+func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subscriber[TTx], error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if in == nil || h == nil {
+		return nil, errors.New("kafka subscriber: nil inbox or handler")
+	}
+	return &Subscriber[TTx]{in: in, h: h, cfg: cfg, log: cfg.Logger.With("group", cfg.Group),
+		stopping: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// ClientOptions are the options Start creates its client with.
+func (s *Subscriber[TTx]) ClientOptions() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ClientID),
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.cfg.Topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		// A batch is settled before the group may rebalance, so a
+		// partition does not move while one of its records is handled.
+		kgo.BlockRebalanceOnPoll(),
+	}
+	return append(opts, s.cfg.Options...)
+}
+
+// Start creates the client, checks that a broker answers and starts
+// consuming. It may be called once.
+func (s *Subscriber[TTx]) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("kafka subscriber: already started")
+	}
+	cl, err := kgo.NewClient(s.ClientOptions()...)
+	if err != nil {
+		return fmt.Errorf("kafka subscriber: client: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return fmt.Errorf("kafka subscriber: no broker answers: %w", err)
+	}
+	s.cl = cl
+	var pctx context.Context
+	pctx, s.pcancel = context.WithCancel(context.Background())
+	s.hctx, s.hcancel = context.WithCancel(context.Background())
+	s.started = true
+	go s.poll(pctx)
+	return nil
+}
+
+// Stop stops polling, lets the records being handled finish and commits
+// their offsets; records polled but not started are left uncommitted, for
+// the partition's next owner. When ctx ends first it cancels the handlers'
+// context, waits for them to return and returns ctx's error. The client
+// leaves the group and is closed. Stop before Start, or twice, is a no-op.
+func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	s.stopOnce.Do(func() {
+		close(s.stopping)
+		s.pcancel()
+	})
+	select {
+	case <-s.done:
+		s.hcancel()
+		return nil
+	case <-ctx.Done():
+		s.hcancel()
+		<-s.done
+		return ctx.Err()
+	}
+}
+
+// Run starts the subscriber and stops it when ctx ends, giving in-flight
+// handlers Config.ShutdownTimeout.
+func (s *Subscriber[TTx]) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Stop(stopCtx)
+}
+
+func (s *Subscriber[TTx]) stopped() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits d; false when Stop came first.
+func (s *Subscriber[TTx]) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.stopping:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// poll polls batches and settles each before the next: the partitions of a
+// batch in parallel, the records of a partition in order.
+func (s *Subscriber[TTx]) poll(ctx context.Context) {
+	defer close(s.done)
+	defer s.cl.Close()
+	defer s.cl.AllowRebalance()
+	for {
+		fetches := s.cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return
+		}
+		fetches.EachError(func(topic string, partition int32, err error) {
+			s.log.Warn("kafka subscriber: fetch", "topic", topic, "partition", partition, "err", err)
+		})
+		var wg sync.WaitGroup
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) == 0 {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, r := range p.Records {
+					if s.stopped() || !s.record(r) {
+						return
+					}
+				}
+			}()
+		})
+		wg.Wait()
+		s.cl.AllowRebalance()
+		if s.stopped() {
+			return
+		}
+	}
+}
+
+// record handles r, retrying in place, until it is committed or
+// dead-lettered (true) or a Stop abandons it (false).
+func (s *Subscriber[TTx]) record(r *kgo.Record) bool {
+	ctx := s.hctx
+	for delivery := 1; ; delivery++ {
+		st := Settlement{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Delivery: delivery}
+		msg, err := Decode(r, s.cfg.TopicPrefix, delivery)
+		st.Message = msg
+		if err != nil {
+			return s.deadLetter(r, &st, err)
+		}
+		st.Outcome, st.Err = s.in.Handle(ctx, msg, s.safe)
+		switch {
+		case st.Err == nil:
+			s.commit(r, &st)
+			s.settle(st)
+			return true
+		case ctx.Err() != nil: // a hard Stop cut the handler short
+			st.Action = ActionAbandon
+			s.settle(st)
+			return false
+		case inbox.IsPermanent(st.Err) || delivery >= s.cfg.MaxDeliveries:
+			return s.deadLetter(r, &st, st.Err)
+		}
+		st.Action = ActionRetry
+		st.RetryDelay = s.cfg.Backoff.delay(delivery)
+		s.log.Info("kafka subscriber: handler failed; retrying", "id", msg.ID, "topic", r.Topic, "partition", r.Partition,
+			"offset", r.Offset, "delivery", delivery, "delay", st.RetryDelay, "err", st.Err)
+		s.settle(st)
+		if !s.wait(st.RetryDelay) {
+			return false
+		}
+	}
+}
+
+func (s *Subscriber[TTx]) settle(st Settlement) {
+	if s.cfg.Hooks.AfterSettle != nil {
+		s.cfg.Hooks.AfterSettle(st)
+	}
+}
+
+// safe runs the handler, turning a panic into an error.
+func (s *Subscriber[TTx]) safe(ctx context.Context, tx TTx, msg inbox.Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return s.h(ctx, tx, msg)
+}
+
+// commit commits the offset past r. A failed commit (the partition moved
+// to another member) makes the next owner read r again: a duplicate.
+func (s *Subscriber[TTx]) commit(r *kgo.Record, st *Settlement) {
+	if s.cfg.Hooks.AfterCommit != nil && st.Action == 0 {
+		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
+	}
+	if st.Action == 0 {
+		st.Action = ActionCommit
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+	defer cancel()
+	if err := s.cl.CommitRecords(ctx, r); err != nil {
+		s.log.Warn("kafka subscriber: offset commit failed; the record will be read again", "id", st.Message.ID,
+			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+	}
+}
+
+// deadLetter produces r to the dead-letter topic and commits its offset.
+// A failed produce is tried again, with the backoff, until it succeeds or
+// Stop abandons the record (false).
+func (s *Subscriber[TTx]) deadLetter(r *kgo.Record, st *Settlement, cause error) bool {
+	st.Err = cause
+	dl := deadLetterRecord(s.cfg.DeadLetterTopic, r, s.cfg.Group, st.Delivery, cause)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+		err := s.cl.ProduceSync(ctx, dl).FirstErr()
+		cancel()
+		if err == nil {
+			break
+		}
+		s.log.Error("kafka subscriber: dead-letter produce failed; trying again", "id", st.Message.ID, "err", err)
+		if !s.wait(s.cfg.Backoff.delay(attempt)) {
+			st.Action = ActionAbandon
+			st.Err = fmt.Errorf("%w (and the dead-letter produce failed: %w)", cause, err)
+			s.settle(*st)
+			return false
+		}
+	}
+	st.Action = ActionDeadLetter
+	s.log.Warn("kafka subscriber: dead-lettered", "id", st.Message.ID, "topic", r.Topic, "partition", r.Partition,
+		"offset", r.Offset, "delivery", st.Delivery, "err", cause)
+	s.commit(r, st)
+	s.settle(*st)
+	return true
+}
