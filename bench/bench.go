@@ -1,0 +1,201 @@
+// Package bench is the outbox benchmark suite: drain, write-path cost,
+// end-to-end latency, scale-out and history, each on real PostgreSQL and real
+// NATS JetStream, side by side with the textbook relay loop, Watermill's SQL
+// forwarder and the raw limits of the broker and the database.
+//
+// It is a module of its own so that Watermill stays out of the outbox
+// module's dependencies. cmd/outbox-bench is the command; TestQuick runs its
+// one-iteration mode in CI.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options configure a run. Zero fields take the defaults of the mode
+// (full or Quick); see Defaults.
+type Options struct {
+	DatabaseURL string
+	NatsURL     string
+	Quick       bool
+	// Only, when non-empty, runs only these workloads (see Workloads).
+	Only []string
+	// OutDir receives results.json and the SVG charts; empty: none.
+	OutDir string
+	Out    io.Writer // progress and the table; default os.Stdout
+
+	DrainN       int           // events per drain of our relay and of the limits
+	BaselineN    int           // events per drain of the textbook loop and Watermill
+	WriteFor     time.Duration // per write-path cell
+	LatencyFor   time.Duration // per latency cell
+	LatencyRates []int         // events/s
+	ScaleN       int           // events per scale cell
+	HistoryN     int           // published rows kept for the history workload
+	HistoryReps  int           // claims per history cell
+}
+
+// Workloads are the names -only accepts, in run order.
+var Workloads = []string{"limits", "drain", "textbook", "watermill", "write", "latency", "scale", "history"}
+
+func (o *Options) withDefaults() {
+	if o.DatabaseURL == "" {
+		o.DatabaseURL = "postgres://postgres@127.0.0.1:5432/test"
+	}
+	if o.NatsURL == "" {
+		o.NatsURL = "nats://127.0.0.1:4222"
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	q := func(full, quick int) int {
+		if o.Quick {
+			return quick
+		}
+		return full
+	}
+	d := func(full, quick time.Duration) time.Duration {
+		if o.Quick {
+			return quick
+		}
+		return full
+	}
+	if o.DrainN == 0 {
+		o.DrainN = q(1_000_000, 2_000)
+	}
+	if o.BaselineN == 0 {
+		o.BaselineN = q(100_000, 2_000)
+	}
+	if o.WriteFor == 0 {
+		o.WriteFor = d(5*time.Second, 200*time.Millisecond)
+	}
+	if o.LatencyFor == 0 {
+		o.LatencyFor = d(10*time.Second, time.Second)
+	}
+	if len(o.LatencyRates) == 0 {
+		if o.Quick {
+			o.LatencyRates = []int{100}
+		} else {
+			o.LatencyRates = []int{100, 1000, 5000}
+		}
+	}
+	if o.ScaleN == 0 {
+		o.ScaleN = q(100_000, 2_000)
+	}
+	if o.HistoryN == 0 {
+		o.HistoryN = q(10_000_000, 100_000)
+	}
+	if o.HistoryReps == 0 {
+		o.HistoryReps = q(200, 20)
+	}
+}
+
+func (o *Options) runs(w string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, w) }
+
+// Result is one measured cell.
+type Result struct {
+	Workload string             `json:"workload"`
+	Case     string             `json:"case"`
+	Params   map[string]any     `json:"params,omitempty"`
+	Metrics  map[string]float64 `json:"metrics"`
+	Note     string             `json:"note,omitempty"`
+}
+
+// Report is what a run produces.
+type Report struct {
+	Started  time.Time      `json:"started"`
+	Elapsed  float64        `json:"elapsed_seconds"`
+	Quick    bool           `json:"quick"`
+	Machine  map[string]any `json:"machine"`
+	Options  map[string]any `json:"options"`
+	Results  []Result       `json:"results"`
+	Failures []string       `json:"failures,omitempty"`
+}
+
+type runner struct {
+	o   Options
+	rep *Report
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.o.Out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (r *runner) add(res Result) {
+	r.rep.Results = append(r.rep.Results, res)
+	r.logf("  %-9s %-34s %s", res.Workload, res.Case, formatMetrics(res.Metrics))
+}
+
+// Run runs the selected workloads and returns the report. A workload that
+// fails is recorded in Failures and the others still run; the error is
+// non-nil when any failed or the services are unreachable.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.withDefaults()
+	for _, w := range o.Only {
+		if !slices.Contains(Workloads, w) {
+			return nil, fmt.Errorf("unknown workload %q (want one of %s)", w, strings.Join(Workloads, ", "))
+		}
+	}
+	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
+		return nil, err
+	}
+	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
+		"drain_n": o.DrainN, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
+		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "scale_n": o.ScaleN,
+		"history_n": o.HistoryN, "history_reps": o.HistoryReps,
+	}}
+	r := &runner{o: o, rep: rep}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"limits", r.limits},
+		{"drain", r.drainOurs},
+		{"textbook", r.textbook},
+		{"watermill", r.watermill},
+		{"write", r.writePath},
+		{"latency", r.latency},
+		{"scale", r.scale},
+		{"history", r.history},
+	}
+	for _, s := range steps {
+		if !o.runs(s.name) {
+			continue
+		}
+		r.logf("== %s", s.name)
+		if err := s.fn(ctx); err != nil {
+			r.logf("  %s FAILED: %v", s.name, err)
+			rep.Failures = append(rep.Failures, s.name+": "+err.Error())
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	addRatios(rep)
+	rep.Elapsed = time.Since(rep.Started).Seconds()
+	fmt.Fprintln(o.Out)
+	WriteTable(o.Out, rep)
+	if o.OutDir != "" {
+		if err := writeFiles(o.OutDir, rep); err != nil {
+			return rep, err
+		}
+	}
+	if len(rep.Failures) > 0 {
+		return rep, fmt.Errorf("%d workload(s) failed: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
+	}
+	return rep, ctx.Err()
+}
+
+// uniqueName returns prefix_<8 hex>, a valid schema, stream and subject token.
+func uniqueName(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestQuick runs the -quick mode end to end, so the harness never rots.
+// Without PostgreSQL or NATS JetStream it skips, saying which, unless
+// CI=true, where it fails. OUTBOX_TEST_DATABASE_URL and
+// OUTBOX_TEST_NATS_URL override the services' URLs.
+func TestQuick(t *testing.T) {
+	o := Options{
+		DatabaseURL: getenv("OUTBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"),
+		NatsURL:     getenv("OUTBOX_TEST_NATS_URL", "nats://127.0.0.1:4222"),
+		Quick:       true,
+		OutDir:      t.TempDir(),
+		Out:         testWriter{t, new([]byte)},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	rep, err := Run(ctx, o)
+	if errors.Is(err, ErrUnreachable) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"drain": 8, "write": 9, "latency": 3, "scale": 6, "history": 4}
+	got := map[string]int{}
+	for _, r := range rep.Results {
+		got[r.Workload]++
+	}
+	for w, n := range want {
+		if got[w] != n {
+			t.Errorf("%s: %d results, want %d", w, got[w], n)
+		}
+	}
+	for _, f := range []string{"results.json", "drain.svg", "latency.svg"} {
+		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// testWriter logs whole lines.
+type testWriter struct {
+	t   *testing.T
+	buf *[]byte
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	*w.buf = append(*w.buf, p...)
+	for {
+		i := bytes.IndexByte(*w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(string((*w.buf)[:i]))
+		*w.buf = (*w.buf)[i+1:]
+	}
+}

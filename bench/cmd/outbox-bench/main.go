@@ -1,0 +1,44 @@
+// Command outbox-bench runs the outbox benchmark suite on real PostgreSQL
+// and NATS JetStream and prints a table; with -out it also writes
+// results.json and SVG charts. See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/outboxgo/outbox/bench"
+)
+
+func main() {
+	var o bench.Options
+	var only string
+	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL")
+	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
+	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
+	flag.StringVar(&o.OutDir, "out", "", "directory for results.json and the SVG charts")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run: "+strings.Join(bench.Workloads, ","))
+	flag.IntVar(&o.DrainN, "n", 0, "events per drain of the outbox relay and of the limits (default 1000000; quick 2000)")
+	flag.IntVar(&o.BaselineN, "baseline-n", 0, "events per drain of the textbook loop and Watermill (default 100000; quick 2000)")
+	flag.DurationVar(&o.WriteFor, "write-duration", 0, "duration of each write-path cell (default 5s; quick 200ms)")
+	flag.DurationVar(&o.LatencyFor, "latency-duration", 0, "duration of each latency cell (default 10s; quick 1s)")
+	flag.IntVar(&o.ScaleN, "scale-n", 0, "events per scale cell (default 100000; quick 2000)")
+	flag.IntVar(&o.HistoryN, "history-n", 0, "published rows kept for the history workload (default 10000000; quick 100000)")
+	flag.Parse()
+	if only != "" {
+		o.Only = strings.Split(only, ",")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	if _, err := bench.Run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "outbox-bench: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("done in %v\n", time.Since(start).Round(time.Second))
+}

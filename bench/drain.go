@@ -1,0 +1,355 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/stores"
+	"github.com/outboxgo/outbox/stores/postgres"
+)
+
+const (
+	payloadSize = 200
+	keyCount    = 1000
+	drainLimit  = 60 * time.Minute
+)
+
+// limits measures (c): JetStream's async publish rate with no database, and
+// the database's claim + mark rate with no broker.
+func (r *runner) limits(ctx context.Context) error {
+	n := r.o.DrainN
+	e, err := r.newEnv(ctx, "obb_limits", nil, 0)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+
+	// JetStream alone: batches of 1,000 async publishes, each batch's acks
+	// awaited before the next, 200-byte payloads and a Nats-Msg-Id.
+	payload := make([]byte, payloadSize)
+	rss := startRSS()
+	start := time.Now()
+	const batch = 1000
+	for lo := 0; lo < n; lo += batch {
+		futs := make([]jetstream.PubAckFuture, 0, batch)
+		for i := lo; i < min(n, lo+batch); i++ {
+			m := &nats.Msg{Subject: e.name + ".bench", Data: payload, Header: nats.Header{
+				jetstream.MsgIDHeader: []string{uuid.NewString()},
+			}}
+			f, err := e.js.PublishMsgAsync(m)
+			if err != nil {
+				return fmt.Errorf("publish async: %w", err)
+			}
+			futs = append(futs, f)
+		}
+		for _, f := range futs {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("publish ack: %w", err)
+			case <-time.After(30 * time.Second):
+				return fmt.Errorf("publish ack: timeout")
+			}
+		}
+	}
+	el := time.Since(start)
+	r.add(Result{Workload: "drain", Case: "limit: JetStream async publish", Params: map[string]any{"n": n, "batch": batch},
+		Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": rss.peakMiB()}})
+
+	// The database alone: our store's Claim 1,000 + Complete (delete, as the
+	// relay does with no retention), two workers like the relay's default.
+	// Twice: unordered claims of unkeyed events (the index on due time) and
+	// ordered claims of events with 1,000 keys (the per-key index). The
+	// higher is the "DB limit" of the ratios.
+	for _, c := range []struct {
+		name string
+		keys int
+	}{{"limit: PostgreSQL claim+delete, unordered, unkeyed", 0}, {"limit: PostgreSQL claim+delete, ordered, 1000 keys", keyCount}} {
+		if err := e.seed(ctx, n, payloadSize, c.keys); err != nil {
+			return err
+		}
+		el, peak, err := claimLoop(ctx, e, n, c.keys == 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		r.add(Result{Workload: "drain", Case: c.name, Params: map[string]any{"n": n, "keys": c.keys, "batch": 1000, "workers": relay.DefaultWorkers},
+			Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": peak}})
+	}
+	return nil
+}
+
+// claimLoop claims and deletes n events with the relay's default number
+// of workers and no broker.
+func claimLoop(ctx context.Context, e *env, n int, unordered bool) (time.Duration, float64, error) {
+	var done atomic.Int64
+	rss := startRSS()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errc := make(chan error, relay.DefaultWorkers)
+	for range relay.DefaultWorkers {
+		wg.Go(func() {
+			for done.Load() < int64(n) {
+				b, err := e.store.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), Unordered: unordered})
+				if err != nil {
+					errc <- err
+					return
+				}
+				recs := b.Records()
+				if len(recs) == 0 {
+					_ = b.Abort(ctx)
+					if time.Since(start) > drainLimit {
+						errc <- fmt.Errorf("claimed nothing with %d of %d done", done.Load(), n)
+						return
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				ids := make([]uuid.UUID, len(recs))
+				for i := range recs {
+					ids[i] = recs[i].ID
+				}
+				if err := b.Complete(ctx, stores.Outcome{Now: time.Now(), Published: ids, DeletePublished: true}); err != nil {
+					errc <- err
+					return
+				}
+				done.Add(int64(len(recs)))
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return 0, 0, err
+	}
+	return time.Since(start), rss.peakMiB(), nil
+}
+
+// drainOurs drains DrainN events (1,000 keys) with our relay, unordered and
+// ordered, and unordered with unkeyed events (the store's index path for
+// unordered claims).
+func (r *runner) drainOurs(ctx context.Context) error {
+	for _, c := range []struct {
+		name      string
+		unordered bool
+		keys      int
+	}{{"unordered", true, keyCount}, {"ordered", false, keyCount}, {"unordered, unkeyed events", true, 0}} {
+		res, err := r.drainRelay(ctx, r.o.DrainN, c.keys, 1, 0, &relay.Config{Unordered: c.unordered})
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		res.Workload, res.Case = "drain", "outbox relay, "+c.name
+		r.add(res)
+	}
+	return nil
+}
+
+// drainRelay seeds n events and times `relays` relays (each with its own
+// pool and broker connection) draining them to JetStream; delay > 0 wraps
+// each publisher in slowPublisher.
+func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, delay time.Duration, cfg *relay.Config) (Result, error) {
+	e, err := r.newEnv(ctx, "obb_drain", nil, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	if err := e.seed(ctx, n, payloadSize, keys); err != nil {
+		return Result{}, err
+	}
+	var rs []*relay.Relay
+	for range relays {
+		pool, err := e.extraPool(ctx, 0)
+		if err != nil {
+			return Result{}, err
+		}
+		s, err := newStore(pool, e)
+		if err != nil {
+			return Result{}, err
+		}
+		var pub publishers.Publisher
+		if pub, err = e.publisher(); err != nil {
+			return Result{}, err
+		}
+		if delay > 0 {
+			pub = slowPublisher{Publisher: pub, delay: delay}
+		}
+		rl, err := relay.New(s, pub, cfg)
+		if err != nil {
+			return Result{}, err
+		}
+		rs = append(rs, rl)
+	}
+	published := func() (n int64) {
+		for _, rl := range rs {
+			n += rl.Stats().Published
+		}
+		return n
+	}
+	rss := startRSS()
+	start := time.Now()
+	for _, rl := range rs {
+		if err := rl.Start(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	var el time.Duration
+	for {
+		if published() >= int64(n) {
+			el = time.Since(start)
+			break
+		}
+		if time.Since(start) > drainLimit {
+			return Result{}, fmt.Errorf("published %d of %d in %v", published(), n, drainLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	peak := rss.peakMiB()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, rl := range rs {
+		if err := rl.Stop(sctx); err != nil {
+			return Result{}, err
+		}
+	}
+	if got, err := e.streamMsgs(ctx); err != nil || got < uint64(n) {
+		return Result{}, fmt.Errorf("stream holds %d of %d messages (%v)", got, n, err)
+	}
+	return Result{Params: map[string]any{"n": n, "keys": keys, "relays": relays, "unordered": cfg.Unordered, "batch_size": or(cfg.BatchSize, relay.DefaultBatchSize),
+		"workers": or(cfg.Workers, relay.DefaultWorkers), "publish_delay_ms": delay.Milliseconds()},
+		Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": peak, "rss_before_mib": rss.baseMiB()}}, nil
+}
+
+func or(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// slowPublisher adds a fixed delay to every Publish call: a broker farther
+// away than loopback, so that the broker, not the 2-core CPU, limits a relay.
+type slowPublisher struct {
+	publishers.Publisher
+	delay time.Duration
+}
+
+func (p slowPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := p.Publisher.Publish(ctx, msgs)
+	t := time.NewTimer(p.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return errs
+}
+
+// textbook is baseline (a), the loop of the pattern's own example: select
+// 100 rows FOR UPDATE SKIP LOCKED, publish each synchronously (waiting for
+// JetStream's ack), update each row, commit. Its table has a partial index
+// on the unpublished rows, so it is not handicapped by scanning history.
+func (r *runner) textbook(ctx context.Context) error {
+	n := r.o.BaselineN
+	e, err := r.newEnv(ctx, "obb_textbook", nil, 0)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE outbox (
+			id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			event_id uuid NOT NULL,
+			topic text NOT NULL,
+			key text NOT NULL,
+			payload bytea NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now(),
+			published_at timestamptz);
+		CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL`); err != nil {
+		return err
+	}
+	if _, err := e.pool.Exec(ctx, `INSERT INTO outbox (event_id, topic, key, payload)
+		SELECT gen_random_uuid(), 'bench', (g % 1000)::text, convert_to(repeat('x', $2), 'UTF8')
+		FROM generate_series(1, $1::int) g; `, n, payloadSize); err != nil {
+		return err
+	}
+	if _, err := e.pool.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
+		return err
+	}
+	rss := startRSS()
+	start := time.Now()
+	total := 0
+	for total < n {
+		if time.Since(start) > drainLimit {
+			return fmt.Errorf("published %d of %d in %v", total, n, drainLimit)
+		}
+		got, err := textbookBatch(ctx, e)
+		if err != nil {
+			return err
+		}
+		total += got
+	}
+	el := time.Since(start)
+	if err := e.waitStream(ctx, n, time.Minute, nil); err != nil {
+		return err
+	}
+	r.add(Result{Workload: "drain", Case: "baseline: textbook loop", Params: map[string]any{"n": n, "batch": 100},
+		Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": rss.peakMiB()}})
+	return nil
+}
+
+func textbookBatch(ctx context.Context, e *env) (int, error) {
+	got := 0
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, event_id, topic, key, payload FROM outbox
+			WHERE published_at IS NULL ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id         int64
+			eid        uuid.UUID
+			topic, key string
+			payload    []byte
+		}
+		var batch []row
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.id, &x.eid, &x.topic, &x.key, &x.payload); err != nil {
+				return err
+			}
+			batch = append(batch, x)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range batch {
+			m := &nats.Msg{Subject: e.name + "." + x.topic, Data: x.payload, Header: nats.Header{
+				jetstream.MsgIDHeader: []string{x.eid.String()}, "Outbox-Key": []string{x.key},
+			}}
+			if _, err := e.js.PublishMsg(ctx, m); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = $1`, x.id); err != nil {
+				return err
+			}
+		}
+		got = len(batch)
+		return nil
+	})
+	return got, err
+}
+
+// newStore is a store on pool for e's table.
+func newStore(pool *pgxpool.Pool, e *env) (stores.Store, error) {
+	return postgres.New(pool, e.cfg)
+}

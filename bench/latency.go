@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/stores/postgres"
+)
+
+const schedHeader = "Bench-Sched"
+
+// latency measures commit → delivery latency at a steady open-loop rate:
+// send times are scheduled up front (rate × duration events) and each
+// event carries its scheduled time; a JetStream consumer records when it
+// receives it. Latency is receive time − scheduled time, so a writer or
+// relay that falls behind is charged for it (no coordinated omission). The
+// relay is the default configuration (ordered, 2 workers, batch 1,000);
+// events have one of 1,000 keys. Modes: LISTEN/NOTIFY wake-ups on; off
+// (NOTIFY off as well) with the default 1s poll; off with a 100ms poll.
+func (r *runner) latency(ctx context.Context) error {
+	type mode struct {
+		name   string
+		listen bool
+		poll   time.Duration
+	}
+	modes := []mode{{"LISTEN/NOTIFY", true, 0}, {"polling 1s (default)", false, time.Second}, {"polling 100ms", false, 100 * time.Millisecond}}
+	for _, rate := range r.o.LatencyRates {
+		for _, m := range modes {
+			res, err := r.latencyCell(ctx, rate, m.listen, m.poll)
+			if err != nil {
+				return fmt.Errorf("%d ev/s, %s: %w", rate, m.name, err)
+			}
+			res.Case = fmt.Sprintf("%5d ev/s, %s", rate, m.name)
+			r.add(res)
+		}
+	}
+	return nil
+}
+
+func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll time.Duration) (Result, error) {
+	const writers = 16
+	e, err := r.newEnv(ctx, "obb_latency", &postgres.Config{DisableNotify: !listen}, writers+2)
+	if err != nil {
+		return Result{}, err
+	}
+	defer e.close()
+	rpool, err := e.extraPool(ctx, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	s, err := newStore(rpool, e)
+	if err != nil {
+		return Result{}, err
+	}
+	pub, err := e.publisher()
+	if err != nil {
+		return Result{}, err
+	}
+	cfg := &relay.Config{DisableListen: !listen, PollInterval: poll}
+	rl, err := relay.New(s, pub, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+
+	n := int(float64(rate) * r.o.LatencyFor.Seconds())
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, n)
+	var received atomic.Int64
+	cons, err := e.js.OrderedConsumer(ctx, e.name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{e.name + ".>"}})
+	if err != nil {
+		return Result{}, err
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		now := time.Now()
+		if v := msg.Headers()[schedHeader]; len(v) > 0 {
+			if ns, err := strconv.ParseInt(v[0], 10, 64); err == nil {
+				mu.Lock()
+				lat = append(lat, now.Sub(time.Unix(0, ns)))
+				mu.Unlock()
+			}
+		}
+		received.Add(1)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer cc.Stop()
+	if err := rl.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = rl.Stop(sctx)
+	}()
+	if listen {
+		// Wait for the relay's LISTEN, so the first events are not charged
+		// for a listener still connecting.
+		for i := 0; ; i++ {
+			var k int
+			if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+				`LISTEN "`+e.name+`_messages"`).Scan(&k); err != nil {
+				return Result{}, err
+			}
+			if k > 0 {
+				break
+			}
+			if i == 500 {
+				return Result{}, fmt.Errorf("the relay is not listening after 5s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+
+	// Open the writers' connections before the clock starts.
+	var conns []*pgxpool.Conn
+	for range writers {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	payload := make([]byte, payloadSize)
+	jobs := make(chan time.Time, n)
+	var wg sync.WaitGroup
+	var werr atomic.Value
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for t := range jobs {
+				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+					return e.ob.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Key: fmt.Sprint(rng.IntN(keyCount)), Type: "Bench",
+						Payload: payload, Headers: map[string]string{schedHeader: strconv.FormatInt(t.UnixNano(), 10)}})
+				})
+				if err != nil {
+					werr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	start := time.Now().Add(10 * time.Millisecond)
+	for i := range n {
+		t := start.Add(time.Duration(float64(i) * float64(time.Second) / float64(rate)))
+		if d := time.Until(t); d > 0 {
+			time.Sleep(d)
+		}
+		jobs <- t
+	}
+	close(jobs)
+	wg.Wait()
+	written := time.Since(start)
+	if v := werr.Load(); v != nil {
+		return Result{}, v.(error)
+	}
+	// Wait for the rest while deliveries progress (an overloaded cell may
+	// take long after the last commit), at most 3 minutes.
+	last, lastAt, end := received.Load(), time.Now(), time.Now().Add(3*time.Minute)
+	for received.Load() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*poll {
+		time.Sleep(10 * time.Millisecond)
+		if v := received.Load(); v != last {
+			last, lastAt = v, time.Now()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	res := Result{Workload: "latency",
+		Params: map[string]any{"rate": rate, "listen": listen, "poll_ms": poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
+		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
+			"committed_per_s": float64(n) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
+	st := rl.Stats()
+	res.Metrics["relay_claims"] = float64(st.Claims)
+	res.Metrics["relay_batches"] = float64(st.Batches)
+	res.Metrics["relay_outages"] = float64(st.Outages)
+	res.Metrics["relay_store_errors"] = float64(st.StoreErrors)
+	if len(lat) < n {
+		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(lat), n)
+		r.logf("  %s", res.Note)
+	}
+	if len(lat) == 0 {
+		return Result{}, fmt.Errorf("received none of %d events", n)
+	}
+	return res, nil
+}

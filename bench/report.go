@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"text/template"
+)
+
+// addRatios gives every drain figure as a ratio to the limits (c) and to
+// the baselines (a) and (b) measured in the same run. The DB limit is the
+// higher of its two cases.
+func addRatios(rep *Report) {
+	ref := map[string]string{
+		"x_js_limit":  "limit: JetStream async publish",
+		"x_db_limit":  "limit: PostgreSQL claim+delete",
+		"x_textbook":  "baseline: textbook loop",
+		"x_watermill": "baseline: Watermill forwarder",
+	}
+	base := map[string]float64{}
+	for _, res := range rep.Results {
+		if res.Workload == "drain" {
+			for k, c := range ref {
+				if strings.HasPrefix(res.Case, c) {
+					base[k] = max(base[k], res.Metrics["events_per_s"])
+				}
+			}
+		}
+	}
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		if res.Workload != "drain" && res.Workload != "scale" {
+			continue
+		}
+		for k, v := range base {
+			if v > 0 {
+				res.Metrics[k] = res.Metrics["events_per_s"] / v
+			}
+		}
+	}
+}
+
+type column struct{ title, metric, format string }
+
+var columns = map[string][]column{
+	"drain": {{"events/s", "events_per_s", "%.0f"}, {"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"RSS before MiB", "rss_before_mib", "%.0f"},
+		{"× JetStream limit", "x_js_limit", "%.2f"}, {"× DB limit", "x_db_limit", "%.2f"}, {"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"}, {"seconds", "seconds", "%.1f"}},
+	"write":   {{"commits/s", "commits_per_s", "%.0f"}, {"p50 ms", "p50_ms", "%.2f"}, {"p99 ms", "p99_ms", "%.2f"}},
+	"latency": {{"committed ev/s", "committed_per_s", "%.0f"}, {"received", "received", "%.0f"}, {"p50 ms", "p50_ms", "%.1f"}, {"p99 ms", "p99_ms", "%.1f"}, {"p999 ms", "p999_ms", "%.1f"}, {"max ms", "max_ms", "%.1f"}},
+	"scale": {{"events/s", "events_per_s", "%.0f"}, {"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"× JetStream limit", "x_js_limit", "%.2f"},
+		{"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"}},
+	"history": {{"median ms", "median_ms", "%.2f"}, {"p99 ms", "p99_ms", "%.2f"}},
+}
+
+var titles = map[string]string{
+	"drain":   "Drain (backlog → JetStream, acked)",
+	"write":   "Write-path cost",
+	"latency": "End-to-end latency, open loop (scheduled send → consumer receive)",
+	"scale":   "Scale-out (+2ms per Publish call)",
+	"history": "Claim latency with history",
+}
+
+// WriteTable prints the results as Markdown tables, one per workload.
+func WriteTable(w io.Writer, rep *Report) {
+	for _, wl := range []string{"drain", "write", "latency", "scale", "history"} {
+		var rows []Result
+		for _, res := range rep.Results {
+			if res.Workload == wl {
+				rows = append(rows, res)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		cols := columns[wl]
+		fmt.Fprintf(w, "### %s\n\n| case |", titles[wl])
+		for _, c := range cols {
+			fmt.Fprintf(w, " %s |", c.title)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range cols {
+			fmt.Fprint(w, "--:|")
+		}
+		fmt.Fprintln(w)
+		for _, res := range rows {
+			fmt.Fprintf(w, "| %s |", strings.Join(strings.Fields(res.Case), " "))
+			for _, c := range cols {
+				if v, ok := res.Metrics[c.metric]; ok {
+					fmt.Fprintf(w, " "+c.format+" |", v)
+				} else {
+					fmt.Fprint(w, " – |")
+				}
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(w, "Failed: %s\n", strings.Join(rep.Failures, "; "))
+	}
+}
+
+func formatMetrics(m map[string]float64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%.4g ", k, m[k])
+	}
+	return b.String()
+}
+
+func writeFiles(dir string, rep *Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	charts := []struct {
+		file, title, workload, metric, unit string
+	}{
+		{"drain.svg", "Drain to JetStream with acks (events/s, higher is better)", "drain", "events_per_s", "ev/s"},
+		{"scale.svg", "Scale-out, +2ms per publish (events/s)", "scale", "events_per_s", "ev/s"},
+		{"write.svg", "Write path (commits/s, higher is better)", "write", "commits_per_s", "tx/s"},
+		{"latency.svg", "Commit → consumer latency, p99 (ms, lower is better)", "latency", "p99_ms", "ms"},
+		{"history.svg", "Claim 1,000 + abort, median (ms)", "history", "median_ms", "ms"},
+	}
+	for _, c := range charts {
+		var bars []bar
+		for _, res := range rep.Results {
+			if res.Workload == c.workload {
+				bars = append(bars, bar{Label: strings.Join(strings.Fields(res.Case), " "), Value: res.Metrics[c.metric]})
+			}
+		}
+		if len(bars) == 0 {
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, c.file))
+		if err != nil {
+			return err
+		}
+		err = renderChart(f, c.title, c.unit, bars)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type bar struct {
+	Label string
+	Value float64
+	// Filled in by renderChart.
+	Y, W    float64
+	ValText string
+}
+
+var chartTmpl = template.Must(template.New("chart").Parse(`<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="14" font-weight="bold">{{.Title}}</text>
+{{range .Bars}}<text x="{{$.LabelW}}" y="{{printf "%.0f" .Y}}" dy="15" text-anchor="end" dx="-6">{{.Label}}</text>
+<rect x="{{$.LabelW}}" y="{{printf "%.0f" .Y}}" width="{{printf "%.1f" .W}}" height="20" fill="#4878a8"/>
+<text x="{{$.LabelW}}" y="{{printf "%.0f" .Y}}" dx="{{printf "%.1f" .W}}" dy="15"> {{.ValText}}</text>
+{{end}}</svg>
+`))
+
+// renderChart writes a horizontal bar chart.
+func renderChart(w io.Writer, title, unit string, bars []bar) error {
+	const labelW, plotW, top, step = 330.0, 420.0, 36.0, 26.0
+	hi := 0.0
+	for _, b := range bars {
+		hi = math.Max(hi, b.Value)
+	}
+	bars = slices.Clone(bars)
+	for i := range bars {
+		bars[i].Label = html.EscapeString(bars[i].Label)
+		bars[i].Y = top + float64(i)*step
+		if hi > 0 {
+			bars[i].W = bars[i].Value / hi * plotW
+		}
+		if bars[i].Value >= 100 {
+			bars[i].ValText = fmt.Sprintf("%.0f %s", bars[i].Value, unit)
+		} else {
+			bars[i].ValText = fmt.Sprintf("%.2f %s", bars[i].Value, unit)
+		}
+	}
+	return chartTmpl.Execute(w, map[string]any{
+		"Width": labelW + plotW + 110, "Height": top + float64(len(bars))*step + 10,
+		"Title": html.EscapeString(title), "LabelW": labelW, "Bars": bars,
+	})
+}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxgo/outbox"
+)
+
+// writePath measures what the outbox adds to a business transaction: 1, 8
+// and 32 concurrent writers, each transaction one UPDATE of a random row of
+// 10,000 plus 0 (no outbox), 1 or 10 enqueued events (200 bytes, one of
+// 1,000 keys), for a fixed duration per cell. Latency is begin → commit
+// returned. NOTIFY is on with the store's default debounce.
+func (r *runner) writePath(ctx context.Context) error {
+	e, err := r.newEnv(ctx, "obb_write", nil, 34)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	for _, q := range []string{`CREATE TABLE biz (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`,
+		`INSERT INTO biz (id) SELECT generate_series(1, 10000)`, `VACUUM ANALYZE biz`} {
+		if _, err := e.pool.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	payload := make([]byte, payloadSize)
+	for _, writers := range []int{1, 8, 32} {
+		for _, events := range []int{0, 1, 10} {
+			if _, err := e.pool.Exec(ctx, `TRUNCATE `+e.table()); err != nil {
+				return err
+			}
+			if _, err := e.pool.Exec(ctx, `VACUUM biz`); err != nil {
+				return err
+			}
+			lat, el, err := runWriters(ctx, writers, r.o.WriteFor, func(rng *rand.Rand) error {
+				return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, `UPDATE biz SET n = n + 1 WHERE id = $1`, rng.IntN(10000)+1); err != nil {
+						return err
+					}
+					if events == 0 {
+						return nil
+					}
+					msgs := make([]outbox.Message, events)
+					for i := range msgs {
+						msgs[i] = outbox.Message{Topic: "bench", Key: fmt.Sprint(rng.IntN(keyCount)), Type: "Bench", Payload: payload}
+					}
+					return e.ob.Enqueue(ctx, tx, msgs...)
+				})
+			})
+			if err != nil {
+				return err
+			}
+			c := "UPDATE only (no outbox)"
+			if events > 0 {
+				c = fmt.Sprintf("UPDATE + %d event(s)", events)
+			}
+			r.add(Result{Workload: "write", Case: fmt.Sprintf("%2d writers, %s", writers, c),
+				Params: map[string]any{"writers": writers, "events_per_tx": events, "seconds": el.Seconds()},
+				Metrics: map[string]float64{"commits_per_s": float64(len(lat)) / el.Seconds(),
+					"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}})
+		}
+	}
+	return nil
+}
+
+// runWriters runs fn in a loop on n goroutines for d and returns every
+// call's latency.
+func runWriters(ctx context.Context, n int, d time.Duration, fn func(*rand.Rand) error) ([]time.Duration, time.Duration, error) {
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			var lat []time.Duration
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := fn(rng); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return all, time.Since(start), firstErr
+}
+
+// pct returns the p-th percentile of ds in milliseconds (nearest rank).
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	i = max(0, min(len(s)-1, i))
+	return float64(s[i]) / float64(time.Millisecond)
+}
