@@ -22,7 +22,10 @@ import (
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight and never one out of turn. Keys are
 // visited round-robin from where the last claim stopped, so no key starves.
-// Unordered rows (empty key) fill the rest of the batch by due time.
+// With p.Unordered, every due row of each key is claimable (see
+// keyedUnorderedSQL), still walking keys round-robin. Unkeyed rows fill the
+// rest of the batch by due time. Each part runs along an index of pending
+// rows only.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -45,12 +48,9 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
+	keyed := s.keyedSQL
 	if p.Unordered {
-		var pb pgx.Batch
-		pb.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout)
-		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND available_at <= $1
-			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, p.Limit)
-		return s.run(ctx, tx, &pb, 1, b)
+		keyed = s.keyedUnorderedSQL
 	}
 
 	// From the cursor to the last key, then from the first key up to the
@@ -58,14 +58,14 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	cursor := s.cursor.get()
 	var pb pgx.Batch
 	pb.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, timeout)
-	pb.Queue(s.keyedSQL(false), now, p.Limit, cursor)
+	pb.Queue(keyed(false), now, p.Limit, cursor)
 	if err := s.run(ctx, tx, &pb, 1, b); err != nil {
 		return err
 	}
 	full := len(b.recs) == p.Limit
 	if !full && cursor != "" {
 		var pb pgx.Batch
-		pb.Queue(s.keyedSQL(true), now, p.Limit-len(b.recs), "", cursor)
+		pb.Queue(keyed(true), now, p.Limit-len(b.recs), "", cursor)
 		if err := s.run(ctx, tx, &pb, 0, b); err != nil {
 			return err
 		}
@@ -138,6 +138,19 @@ func (s *Store) keyedSQL(bounded bool) string {
 	WHERE k.key IS NOT NULL AND m.status = 0 AND m.available_at <= $1
 	LIMIT $2
 	FOR UPDATE OF m SKIP LOCKED`
+}
+
+// keyedUnorderedSQL claims keyed rows with per-key order off: every due row,
+// key by key from $3 (exclusive) up to $4 (inclusive, when bounded), along
+// the (key, seq) index of pending keyed rows, skipping rows others hold.
+func (s *Store) keyedUnorderedSQL(bounded bool) string {
+	upper := ""
+	if bounded {
+		upper = " AND key <= $4"
+	}
+	return `SELECT ` + recordCols + ` FROM ` + s.nm.table + `
+	WHERE status = 0 AND key <> '' AND key > $3` + upper + ` AND available_at <= $1
+	ORDER BY key, seq LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
 
 // qualified prefixes each column of a recordCols-style list with alias.
