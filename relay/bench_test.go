@@ -48,9 +48,28 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
+// BenchmarkScaleSlowBroker shows scale-out when the broker is the limit:
+// each acknowledgement takes 1ms, one after the other, so one relay worker
+// moves at most about 1,000 events/s whatever the CPU. Batches of 100 and
+// 1,000 keys, so 4 relays × 2 workers keep at most 800 keys in flight.
+//
+//	go test -run '^$' -bench ScaleSlowBroker -benchtime 20000x ./relay/
+func BenchmarkScaleSlowBroker(b *testing.B) {
+	for _, mode := range []string{"unordered", "ordered"} {
+		for _, relays := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/relays=%d", mode, relays), func(b *testing.B) {
+				slow := func(b *testing.B, bd *bundle) publishers.Publisher {
+					return perAckPublisher{Publisher: bd.publisher(b), delay: time.Millisecond}
+				}
+				benchDrain(b, relays, 0, slow, &relay.Config{BatchSize: 100, Unordered: mode == "unordered"})
+			})
+		}
+	}
+}
+
 // benchDrain writes b.N events, then times relays draining them. newPub
 // makes each relay's publisher; nil means JetStream.
-func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B) publishers.Publisher, cfg *relay.Config) {
+func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {
 	bd := setup(b)
 	ctx := context.Background()
 	payload := make([]byte, 200)
@@ -69,12 +88,12 @@ func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*test
 		b.Fatal(err)
 	}
 	if newPub == nil {
-		newPub = func(b *testing.B) publishers.Publisher { return bd.publisher(b) }
+		newPub = func(b *testing.B, bd *bundle) publishers.Publisher { return bd.publisher(b) }
 	}
 	cfg.PollInterval = 10 * time.Millisecond
 	var rs []*relay.Relay
 	for range relays {
-		pub := newPub(b)
+		pub := newPub(b, bd)
 		if delay > 0 {
 			pub = slowPublisher{Publisher: pub, delay: delay}
 		}
@@ -128,3 +147,4 @@ func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*test
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
 }
+

@@ -27,7 +27,7 @@ import (
 func BenchmarkDrainBrokers(b *testing.B) {
 	brokers := []struct {
 		name string
-		pub  func(b *testing.B) publishers.Publisher
+		pub  func(b *testing.B, _ *bundle) publishers.Publisher
 	}{
 		{"kafka", kafkaBench},
 		{"rabbitmq", rabbitBench},
@@ -42,7 +42,7 @@ func BenchmarkDrainBrokers(b *testing.B) {
 	}
 }
 
-func kafkaBench(b *testing.B) publishers.Publisher {
+func kafkaBench(b *testing.B, _ *bundle) publishers.Publisher {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, "bench"))
 	if err != nil {
 		b.Fatal(err)
@@ -56,7 +56,7 @@ func kafkaBench(b *testing.B) publishers.Publisher {
 	return p
 }
 
-func rabbitBench(b *testing.B) publishers.Publisher {
+func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
 	const url = "amqp://guest:guest@127.0.0.1:5672/"
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -86,7 +86,7 @@ func rabbitBench(b *testing.B) publishers.Publisher {
 	return p
 }
 
-func redisBench(b *testing.B) publishers.Publisher {
+func redisBench(b *testing.B, _ *bundle) publishers.Publisher {
 	testenv.RequireTCP(b, "Redis at 127.0.0.1:6379", "127.0.0.1:6379")
 	prefix := fmt.Sprintf("outbox-bench-%d:", time.Now().UnixNano())
 	p, err := redispub.New(redispub.Config{URL: "redis://127.0.0.1:6379/0", StreamPrefix: prefix})

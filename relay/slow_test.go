@@ -26,3 +26,15 @@ func (p slowPublisher) Publish(ctx context.Context, msgs []outbox.Message) []err
 	}
 	return errs
 }
+
+// perAckPublisher makes the broker the bottleneck: acknowledgements come
+// one after the other, each taking delay, as from a broker that stores one
+// message at a time.
+type perAckPublisher struct {
+	publishers.Publisher
+	delay time.Duration
+}
+
+func (p perAckPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return slowPublisher{Publisher: p.Publisher, delay: time.Duration(len(msgs)) * p.delay}.Publish(ctx, msgs)
+}
