@@ -147,4 +147,3 @@ func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*test
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
 }
-
