@@ -26,6 +26,12 @@ type Config struct {
 	// A batch not acknowledged in time counts as a broker outage. It must be
 	// shorter than the store's claim timeout. Default 10s.
 	PublishTimeout time.Duration
+	// StoreTimeout bounds each call to the store (a claim, a completion),
+	// so a database call that hangs becomes a store error the worker logs,
+	// counts and retries with backoff, instead of a worker blocked for
+	// good. A completion that times out leaves its events pending: they are
+	// published again (duplicates, never losses). Default 30s.
+	StoreTimeout time.Duration
 	// MaxAttempts is how many failed publishes make an event dead. An
 	// outage does not count; a permanent rejection makes it dead at once.
 	// Default 10.
@@ -138,6 +144,7 @@ const (
 	DefaultWorkers         = 2
 	DefaultPollInterval    = time.Second
 	DefaultPublishTimeout  = 10 * time.Second
+	DefaultStoreTimeout    = 30 * time.Second
 	DefaultMaxAttempts     = 10
 	DefaultPurgeInterval   = time.Minute
 	DefaultShutdownTimeout = 30 * time.Second
@@ -164,6 +171,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	def(&out.PollInterval, DefaultPollInterval)
 	def(&out.PublishTimeout, DefaultPublishTimeout)
+	def(&out.StoreTimeout, DefaultStoreTimeout)
 	def(&out.PurgeInterval, DefaultPurgeInterval)
 	def(&out.ShutdownTimeout, DefaultShutdownTimeout)
 	if out.RetryBackoff == (Backoff{}) {
@@ -185,7 +193,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.BatchSize < 0 || out.Workers < 0 || out.MaxAttempts < 0 {
 		errs = append(errs, errors.New("BatchSize, Workers and MaxAttempts must be positive"))
 	}
-	if out.PollInterval < 0 || out.PublishTimeout < 0 || out.Retention < 0 || out.PurgeInterval < 0 || out.ShutdownTimeout < 0 {
+	if out.PollInterval < 0 || out.PublishTimeout < 0 || out.StoreTimeout < 0 || out.Retention < 0 || out.PurgeInterval < 0 || out.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	for _, b := range []Backoff{out.RetryBackoff, out.OutageBackoff} {

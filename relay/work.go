@@ -87,7 +87,9 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 // how many events it claimed.
 func (r *Relay) drain(ctx context.Context) (int, error) {
 	start := time.Now()
-	b, err := r.store.Claim(ctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered})
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
+	defer cancel()
+	b, err := r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered})
 	if err != nil {
 		return 0, err
 	}
@@ -142,7 +144,9 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	}
 	// Store what is known even when the broker went away mid-batch: the
 	// acknowledged events must not be published again needlessly.
-	if err := b.Complete(context.WithoutCancel(ctx), o); err != nil {
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StoreTimeout)
+	defer dcancel()
+	if err := b.Complete(dctx, o); err != nil {
 		return len(recs), err
 	}
 	res.Published, res.Retried, res.Dead = len(o.Published), len(o.Retry), len(o.Dead)

@@ -71,6 +71,7 @@ Brokers, by URL scheme:
 	fl.IntVar(&f.cfg.Workers, "workers", relay.DefaultWorkers, "claim/publish loops running at once")
 	fl.DurationVar(&f.cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, "how often to look for events without a wake-up")
 	fl.DurationVar(&f.cfg.PublishTimeout, "publish-timeout", relay.DefaultPublishTimeout, "how long a batch may wait for the broker's acks")
+	fl.DurationVar(&f.cfg.StoreTimeout, "store-timeout", relay.DefaultStoreTimeout, "how long one claim or mark may take before it counts as a database error")
 	fl.IntVar(&f.cfg.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, "failed attempts that make an event dead")
 	fl.DurationVar(&f.cfg.Retention, "retention", 0, "keep published events this long (0: delete at once)")
 	fl.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", relay.DefaultShutdownTimeout, "how long to let in-flight batches finish on SIGTERM")
