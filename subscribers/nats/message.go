@@ -3,7 +3,6 @@ package nats
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/backoff"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
 )
 
@@ -118,16 +118,7 @@ func headerValue(s string, n int) string {
 // delay is the backoff after the delivery-th failure: Min·2^(delivery-1),
 // capped at Max, spread by ±Jitter.
 func (b Backoff) delay(delivery int) time.Duration {
-	d := b.Min
-	for i := 1; i < delivery && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if b.Jitter > 0 && d > 0 {
-		f := 1 + b.Jitter*(2*rand.Float64()-1)
-		d = time.Duration(float64(d) * f)
-	}
-	return d
+	return backoff.Delay(b.Min, b.Max, b.Jitter, delivery)
 }
 
 var errBadSubject = errors.New("bad subject")

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/backoff"
 	"github.com/outboxgo/outbox/internal/redact"
 )
 
@@ -226,14 +226,5 @@ func (c Config) amqpConfig() amqp.Config {
 // delay is the backoff after the delivery-th failure: Min·2^(delivery-1),
 // capped at Max, spread by ±Jitter.
 func (b Backoff) delay(delivery int) time.Duration {
-	d := b.Min
-	for i := 1; i < delivery && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if b.Jitter > 0 && d > 0 {
-		f := 1 + b.Jitter*(2*rand.Float64()-1)
-		d = time.Duration(float64(d) * f)
-	}
-	return d
+	return backoff.Delay(b.Min, b.Max, b.Jitter, delivery)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/backoff"
 )
 
 // Config configures a Subscriber. Streams, Group and DeadLetterStream are
@@ -227,14 +228,6 @@ func (c Config) validate() error {
 // delay is the backoff after the delivery-th failure: Min·2^(delivery-1),
 // capped at Max, spread by ±Jitter (and never above Max).
 func (b Backoff) delay(delivery int) time.Duration {
-	d := b.Min
-	for i := 1; i < delivery && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if b.Jitter > 0 && d > 0 {
-		f := 1 + b.Jitter*(2*rand.Float64()-1)
-		d = min(time.Duration(float64(d)*f), b.Max)
-	}
-	return d
+	// Capped after the jitter too: Max must stay within ClaimIdle.
+	return min(backoff.Delay(b.Min, b.Max, b.Jitter, delivery), b.Max)
 }
