@@ -198,15 +198,9 @@ func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Mess
 	if tx == nil {
 		return outbox.ErrNoTransaction
 	}
-	return chunks(msgs, func(msgs []outbox.Message) error {
-		args, err := insertArgs(msgs)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, d.n.sql(msgs), args...); err != nil {
-			return insertError(err)
-		}
-		return nil
+	return d.n.insert(msgs, func(q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
 	})
 }
 
@@ -228,12 +222,20 @@ func (d *PgxDriver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Messa
 	if tx == nil {
 		return outbox.ErrNoTransaction
 	}
+	return d.n.insert(msgs, func(q string, args ...any) error {
+		_, err := tx.Exec(ctx, q, args...)
+		return err
+	})
+}
+
+// insert writes msgs in chunks through exec, the caller's transaction.
+func (n *notifier) insert(msgs []outbox.Message, exec func(q string, args ...any) error) error {
 	return chunks(msgs, func(msgs []outbox.Message) error {
 		args, err := insertArgs(msgs)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, d.n.sql(msgs), args...); err != nil {
+		if err := exec(n.sql(msgs), args...); err != nil {
 			return insertError(err)
 		}
 		return nil
