@@ -2,30 +2,33 @@ package faulttest
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/publishers"
-	natspub "github.com/outboxgo/outbox/publishers/nats"
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/stores"
+	"testing"
 )
 
-// Environment of the relay subprocess that TestMain runs instead of tests.
+// The test binary is also the suite's relays and its inbox consumer:
+// TestMain runs one of those instead of the tests when envHelper is set.
+// The rest of the environment says which database and broker, and where.
 const (
-	envHelper = "OUTBOX_FAULTS_HELPER" // "run", "hold-claim" or "hold-publish"
-	envDB     = "OUTBOX_FAULTS_DB"     // database URL, application_name included
-	envSchema = "OUTBOX_FAULTS_SCHEMA"
-	envNATS   = "OUTBOX_FAULTS_NATS" // the proxy in front of the private broker
-	envPrefix = "OUTBOX_FAULTS_PREFIX"
+	envHelper     = "OUTBOX_FAULTS_HELPER"      // "run", "hold-claim", "hold-publish" or "inbox"
+	envDBKind     = "OUTBOX_FAULTS_DB_KIND"     // "postgres" or "mariadb"
+	envDB         = "OUTBOX_FAULTS_DB"          // the database's URL or DSN
+	envSchema     = "OUTBOX_FAULTS_SCHEMA"      // PostgreSQL's schema
+	envBrokerKind = "OUTBOX_FAULTS_BROKER_KIND" // "nats", "rabbitmq" or "kafka"
+	envBroker     = "OUTBOX_FAULTS_BROKER"      // the relays' way to the broker (the proxy)
+	envBrokerDir  = "OUTBOX_FAULTS_BROKER_DIRECT"
+	envPrefix     = "OUTBOX_FAULTS_PREFIX" // subject prefix, exchange or topic prefix
 )
 
 // Relay settings of the suite. A relay stopped longer than claimTimeout
@@ -36,10 +39,26 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envHelper) != "" {
-		os.Exit(relayProcess())
+	switch mode := os.Getenv(envHelper); mode {
+	case "":
+		os.Exit(m.Run())
+	case "inbox":
+		os.Exit(helperExit(inboxProcess()))
+	default:
+		os.Exit(helperExit(relayProcess(mode)))
 	}
-	os.Exit(m.Run())
+}
+
+func helperExit(err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, os.Getenv(envHelper)+":", err)
+		return 1
+	}
+	return 0
+}
+
+func helperLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // relayProcess is a relay in a process of its own, run until it is killed.
@@ -47,33 +66,37 @@ func TestMain(m *testing.M) {
 // non-empty batch and then holds before publishing it; in "hold-publish"
 // mode it prints it after the broker acknowledged a batch and holds before
 // marking it. The parent SIGKILLs it there.
-func relayProcess() int {
+func relayProcess(mode string) error {
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pcfg, err := pgxpool.ParseConfig(os.Getenv(envDB))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	log := helperLogger()
+	var (
+		s   stores.Store
+		err error
+	)
+	switch k := os.Getenv(envDBKind); k {
+	case "postgres":
+		s, err = pgRelayStore(ctx)
+	case "mariadb":
+		s, err = mariaRelayStore(ctx)
+	default:
+		err = fmt.Errorf("unknown %s %q", envDBKind, k)
 	}
-	pcfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg) // connects lazily: survives a database down at start
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	s, err := postgres.New(pool, &postgres.Config{Schema: os.Getenv(envSchema), ClaimTimeout: claimTimeout})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	var pub publishers.Publisher
+	switch k := os.Getenv(envBrokerKind); k {
+	case "nats":
+		pub, err = natsRelayPublisher(log)
+	case "rabbitmq":
+		pub, err = rabbitRelayPublisher(log)
+	case "kafka":
+		pub, err = kafkaRelayPublisher(log)
+	default:
+		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
 	}
-	// RetryOnFailedConnect: a relay restarted while the broker (or the path
-	// to it) is down starts anyway and connects when it can.
-	pub, err := natspub.New(natspub.Config{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix),
-		Name: "outbox-faults-relay", ReconnectWait: 50 * time.Millisecond, AckTimeout: 5 * time.Second,
-		Options: []nats.Option{nats.RetryOnFailedConnect(true)}, Logger: log})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	rcfg := &relay.Config{
 		Workers:        2,
@@ -91,10 +114,10 @@ func relayProcess() int {
 		// turns per-key order off, and the checker must see violations.
 		Unordered: os.Getenv("OUTBOX_FAULTS_UNORDERED") == "1",
 	}
-	var p publishers.Publisher = pub
-	switch os.Getenv(envHelper) {
+	switch mode {
+	case "run":
 	case "hold-claim":
-		p = holdPublisher{Publisher: pub}
+		pub = holdPublisher{Publisher: pub}
 	case "hold-publish":
 		rcfg.Hooks.AfterPublish = func(msgs []outbox.Message, errs []error) {
 			if len(msgs) == 0 {
@@ -103,17 +126,53 @@ func relayProcess() int {
 			fmt.Println("held", ids(msgs))
 			select {} // between publish and mark until killed
 		}
+	default:
+		return fmt.Errorf("unknown %s %q", envHelper, mode)
 	}
-	r, err := relay.New(s, p, rcfg)
+	r, err := relay.New(s, pub, rcfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	if err := r.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	return r.Run(ctx)
+}
+
+// inboxProcess is the consumer side in a process of its own, run until it
+// is killed: the broker's subscriber hands each message to the inbox,
+// which applies its effect — one row in the effects table — in the same
+// transaction that records the message, so a redelivery changes nothing.
+func inboxProcess() error {
+	ctx := context.Background()
+	var (
+		in  *inbox.Inbox[*sql.Tx]
+		h   inbox.Handler[*sql.Tx]
+		err error
+	)
+	switch k := os.Getenv(envDBKind); k {
+	case "postgres":
+		in, h, err = pgInbox(ctx)
+	case "mariadb":
+		in, h, err = mariaInbox(ctx)
+	default:
+		err = fmt.Errorf("unknown %s %q", envDBKind, k)
 	}
-	return 0
+	if err != nil {
+		return err
+	}
+	switch k := os.Getenv(envBrokerKind); k {
+	case "nats":
+		err = natsSubscribe(ctx, in, h)
+	case "rabbitmq":
+		err = rabbitSubscribe(ctx, in, h)
+	case "kafka":
+		err = kafkaSubscribe(ctx, in, h)
+	default:
+		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println("consuming")
+	select {} // until killed
 }
 
 // holdPublisher holds the first non-empty batch it is given, claimed and

@@ -1,0 +1,19 @@
+package faulttest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+
+	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/publishers"
+)
+
+func kafkaRelayPublisher(*slog.Logger) (publishers.Publisher, error) {
+	return nil, errors.New("not yet")
+}
+
+func kafkaSubscribe(context.Context, *inbox.Inbox[*sql.Tx], inbox.Handler[*sql.Tx]) error {
+	return errors.New("not yet")
+}

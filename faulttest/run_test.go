@@ -1,0 +1,479 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxgo/outbox"
+)
+
+// plan is the scale of a run: OUTBOX_FAULTS=long for the issue's long run,
+// the short one otherwise (CI's).
+type plan struct {
+	name      string
+	relays    int
+	keys      int
+	rounds    int           // times the fault script runs
+	pace      time.Duration // between two transactions of one writer
+	outage    func() time.Duration
+	stall     time.Duration // proxy stalled
+	cut       time.Duration // proxy refusing connections
+	killEvery [2]time.Duration
+}
+
+func planFor() plan {
+	if os.Getenv("OUTBOX_FAULTS") == "long" {
+		return plan{name: "long", relays: 4, keys: 200, rounds: 4, pace: 20 * time.Millisecond,
+			outage: func() time.Duration { return 10*time.Second + rand.N(20*time.Second) },
+			stall:  5 * time.Second, cut: 5 * time.Second, killEvery: [2]time.Duration{time.Second, 3 * time.Second}}
+	}
+	return plan{name: "short", relays: 3, keys: 40, rounds: 1, pace: 30 * time.Millisecond,
+		outage: func() time.Duration { return 2500 * time.Millisecond },
+		stall:  2 * time.Second, cut: 2 * time.Second, killEvery: [2]time.Duration{600 * time.Millisecond, 1500 * time.Millisecond}}
+}
+
+// counts are the faults injected.
+type counts struct {
+	kills, heldKills, inboxKills, stops, proxyStalls, drops, cuts, outages, connKills, sessionsKilled, dbRestarts atomic.Int64
+}
+
+// runFaults is the suite, for one database and one broker: writers enqueue
+// on keys (a tenth of them rolling back) while relay processes are
+// SIGKILLed (at random, and held between claim and publish and between
+// publish and mark), one is SIGSTOPped past its claim timeout, the inbox's
+// consumer is SIGKILLed, the broker is stopped and restarted, its path
+// stalled, dropped and cut, the relays' database sessions are terminated
+// and the database restarted; bad input is mixed in. Then a plain client
+// of the broker and the inbox's effects prove that nothing committed was
+// lost, nothing rolled back arrived, each key kept its commit order, and
+// every effect was applied exactly once.
+func runFaults(t *testing.T, db database, br broker) {
+	pl := planFor()
+	ctx := context.Background()
+	keys := make([]string, pl.keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	if err := db.prepare(ctx, append(keys, badKey)); err != nil {
+		t.Fatal(err)
+	}
+
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "helpers.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(logFile.Name()); err == nil {
+				if len(b) > 8<<10 {
+					b = b[len(b)-8<<10:]
+				}
+				t.Logf("helpers' log (tail):\n%s", b)
+			}
+		}
+		_ = logFile.Close()
+	})
+	env := slices.Concat(os.Environ(), db.env(), br.env())
+
+	// The inbox's consumer, then the relays.
+	inboxProc := &proc{env: env, mode: "inbox", log: logFile}
+	if err := inboxProc.start(); err != nil {
+		t.Fatal(err)
+	}
+	procs := make([]*proc, pl.relays)
+	for i := range procs {
+		procs[i] = &proc{env: env, mode: "run", log: logFile}
+		if err := procs[i].start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range append(procs, inboxProc) {
+			p.signal(syscall.SIGCONT)
+			p.kill()
+		}
+	})
+
+	// Writers: 8 at once on random keys, a tenth rolling back on purpose.
+	// A transaction that fails for a fault is not retried: the log table,
+	// not the writer, says what committed.
+	var (
+		committed, writeErrors atomic.Int64
+		rbMu                   sync.Mutex
+		rolledBack             []uuid.UUID
+	)
+	write := func(key string, rollback bool) (uuid.UUID, error) {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		m := outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: key, Type: "Counted",
+			Payload: []byte(`{"key":"` + key + `"}`), Headers: map[string]string{"traceparent": "00-faults"}}
+		return m.ID, db.write(wctx, m, rollback)
+	}
+	stopWriting := make(chan struct{})
+	var writers sync.WaitGroup
+	for range 8 {
+		writers.Go(func() {
+			tick := time.NewTicker(pl.pace)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopWriting:
+					return
+				case <-tick.C:
+				}
+				rollback := rand.IntN(10) == 0
+				id, err := write(keys[rand.IntN(len(keys))], rollback)
+				switch {
+				case rollback && errors.Is(err, errRollbackOnPurpose):
+					rbMu.Lock()
+					rolledBack = append(rolledBack, id)
+					rbMu.Unlock()
+				case err != nil:
+					writeErrors.Add(1) // a fault; the log table decides
+				default:
+					committed.Add(1)
+				}
+			}
+		})
+	}
+	stopWriters := sync.OnceFunc(func() { close(stopWriting); writers.Wait() })
+	t.Cleanup(stopWriters)
+
+	// Random kills of every relay but the first (the one SIGSTOPped), and
+	// every fourth time of the inbox's consumer.
+	var c counts
+	killerDone := make(chan struct{})
+	var killer sync.WaitGroup
+	killer.Go(func() {
+		for i := 1; ; i++ {
+			d := pl.killEvery[0] + rand.N(pl.killEvery[1]-pl.killEvery[0])
+			select {
+			case <-killerDone:
+				return
+			case <-time.After(d):
+			}
+			p := procs[1+rand.IntN(len(procs)-1)]
+			if i%4 == 0 {
+				p = inboxProc
+				c.inboxKills.Add(1)
+			} else {
+				c.kills.Add(1)
+			}
+			p.kill()
+			if err := p.start(); err != nil {
+				t.Errorf("restart %s process: %v", p.mode, err)
+				return
+			}
+		}
+	})
+	stopKiller := sync.OnceFunc(func() { close(killerDone); killer.Wait() })
+	t.Cleanup(stopKiller)
+
+	pause := func(d time.Duration) {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		<-tm.C
+	}
+	begin := time.Now()
+	// Let a backlog build and the relays get going.
+	waitFor(t, "the first events to commit", 30*time.Second, func() bool { return committed.Load() > 100 })
+
+	var bad badInput
+	px := br.proxy()
+	for round := range pl.rounds {
+		t.Logf("%s: round %d of %d at %v", pl.name, round+1, pl.rounds, time.Since(begin).Round(time.Millisecond))
+		for _, mode := range []string{"hold-claim", "hold-publish"} {
+			n, err := holdAndKill(env, logFile, mode)
+			if err != nil {
+				t.Errorf("kill %s: %v", mode, err)
+			} else {
+				c.kills.Add(1)
+				c.heldKills.Add(1)
+				t.Logf("SIGKILLed a relay holding %d events (%s)", n, mode)
+			}
+			pause(300 * time.Millisecond)
+		}
+		if round == 0 {
+			bad = enqueueBadInput(t, db, br.badInput(), write)
+		}
+
+		procs[0].signal(syscall.SIGSTOP)
+		c.stops.Add(1)
+		pause(claimTimeout + time.Second)
+		procs[0].signal(syscall.SIGCONT)
+		pause(300 * time.Millisecond)
+
+		n, err := db.killConns(ctx)
+		if err != nil {
+			t.Errorf("terminate the relays' sessions: %v", err)
+		}
+		c.connKills.Add(1)
+		c.sessionsKilled.Add(int64(n))
+		pause(500 * time.Millisecond)
+
+		out := pl.outage()
+		if err := br.stop(); err != nil {
+			t.Fatalf("stop the broker: %v", err)
+		}
+		c.outages.Add(1)
+		pause(out)
+		if err := br.start(); err != nil {
+			t.Fatalf("start the broker again: %v", err)
+		}
+		t.Logf("broker was down for %v", out)
+		pause(500 * time.Millisecond)
+
+		px.Stall(true)
+		c.proxyStalls.Add(1)
+		pause(pl.stall)
+		px.Stall(false)
+		pause(500 * time.Millisecond)
+
+		px.Drop()
+		c.drops.Add(1)
+		pause(500 * time.Millisecond)
+
+		px.Cut()
+		c.cuts.Add(1)
+		pause(pl.cut)
+		px.Restore(t)
+		pause(500 * time.Millisecond)
+
+		switch err := db.restart(); {
+		case errors.Is(err, errNoRestart):
+		case err != nil:
+			t.Errorf("restart the database: %v", err)
+		default:
+			c.dbRestarts.Add(1)
+			pause(500 * time.Millisecond)
+		}
+		n, err = db.killConns(ctx)
+		if err != nil {
+			t.Errorf("terminate the relays' sessions: %v", err)
+		}
+		c.connKills.Add(1)
+		c.sessionsKilled.Add(int64(n))
+	}
+	lastFault := time.Now()
+	stopKiller()
+	stopWriters()
+
+	// Drain: no pending event left.
+	waitFor(t, "the relays to drain the outbox after the last fault", 120*time.Second, func() bool {
+		n, err := db.pending(ctx)
+		return err == nil && n == 0
+	})
+	drain := time.Since(lastFault)
+
+	// What committed, with each event's commit rank within its key.
+	log, err := db.committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadOK := checkDead(t, db, bad)
+
+	// The plain consumer: everything the broker holds.
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	got, err := br.consume(cctx, len(log))
+	cancel()
+	if err != nil {
+		t.Fatalf("read the broker: %v", err)
+	}
+	seen := map[uuid.UUID]bool{}
+	last := map[string]int{}
+	dups, violations, phantom := 0, 0, 0
+	for _, id := range got {
+		if seen[id] {
+			dups++
+			continue
+		}
+		seen[id] = true
+		cm, ok := log[id]
+		if !ok {
+			phantom++
+			t.Errorf("event %s arrived but never committed", id)
+			continue
+		}
+		if cm.rank <= last[cm.key] {
+			violations++
+			t.Errorf("key %s: event of commit rank %d arrived after rank %d", cm.key, cm.rank, last[cm.key])
+		}
+		last[cm.key] = cm.rank
+	}
+	lost := 0
+	for id := range log {
+		if !seen[id] {
+			lost++
+		}
+	}
+	for _, id := range rolledBack {
+		if seen[id] {
+			t.Errorf("rolled-back event %s arrived", id)
+		}
+	}
+
+	applied, effectErrs := checkInbox(t, db, br, inboxProc, log)
+
+	tbl := newTable()
+	tbl.row("mode", pl.name)
+	tbl.row("relay processes", pl.relays)
+	tbl.row("run (faults)", lastFault.Sub(begin).Round(100*time.Millisecond))
+	tbl.row("events committed", len(log))
+	tbl.row("transactions rolled back on purpose", len(rolledBack))
+	tbl.row("transactions failed by faults", writeErrors.Load())
+	tbl.row("relay kills (SIGKILL)", fmt.Sprintf("%d (%d held between claim/publish or publish/mark)", c.kills.Load(), c.heldKills.Load()))
+	tbl.row("inbox consumer kills (SIGKILL)", c.inboxKills.Load())
+	tbl.row("stalls", fmt.Sprintf("%d (%d SIGSTOP past the claim timeout, %d proxy stalls)", c.stops.Load()+c.proxyStalls.Load(), c.stops.Load(), c.proxyStalls.Load()))
+	tbl.row("broker outages", c.outages.Load())
+	tbl.row("proxy drops / cuts", fmt.Sprintf("%d / %d", c.drops.Load(), c.cuts.Load()))
+	tbl.row("connection kills", fmt.Sprintf("%d (%d sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
+	tbl.row("database restarts", c.dbRestarts.Load())
+	tbl.row("bad input dead-lettered", fmt.Sprintf("%d of %d (+%d refused at Enqueue)", deadOK, len(bad.dead), bad.refused))
+	tbl.row("lost", lost)
+	tbl.row("phantom", phantom)
+	tbl.row("order violations", violations)
+	tbl.row("duplicates delivered", dups)
+	if n, ok := br.republished(); ok {
+		tbl.row("re-publishes the broker dropped", fmt.Sprintf("%d (seen on the wire)", n))
+	}
+	tbl.row("inbox effects applied", fmt.Sprintf("%d (%d wrong)", applied, effectErrs))
+	tbl.row("redeliveries the inbox dropped", inboxProc.dups.Load())
+	tbl.row("time to drain after the last fault", drain.Round(10*time.Millisecond))
+	t.Logf("fault-injection summary (%s + %s):\n%s", db.name(), br.name(), tbl)
+
+	if lost > 0 {
+		t.Errorf("%d committed events never arrived", lost)
+	}
+	if c.kills.Load() == 0 || c.outages.Load() == 0 {
+		t.Errorf("no relay killed or no outage: the run proved nothing")
+	}
+	if len(log) < 100 {
+		t.Errorf("only %d events committed", len(log))
+	}
+}
+
+// checkDead checks that the dead events are exactly the bad input, each
+// with a clear error, and returns how many were.
+func checkDead(t *testing.T, db database, bad badInput) int {
+	t.Helper()
+	dead, err := db.dead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, b := range bad.dead {
+		switch le, found := dead[b.id]; {
+		case !found:
+			t.Errorf("bad input %q was not dead-lettered", b.what)
+		case !strings.Contains(le, b.want):
+			t.Errorf("bad input %q dead with last_error %q, want it to mention %q", b.what, le, b.want)
+		default:
+			ok++
+			t.Logf("dead-lettered %s: %s", b.what, le)
+		}
+		delete(dead, b.id)
+	}
+	for id, le := range dead {
+		t.Errorf("event %s dead, and it was no bad input: %s", id, le)
+	}
+	return ok
+}
+
+// checkInbox waits until the inbox's consumer has applied an effect for
+// every committed event and the broker has nothing left for it — asked
+// with the consumer stopped, so nothing is in flight — and checks that
+// each committed event had exactly one effect and nothing else had any.
+func checkInbox(t *testing.T, db database, br broker, inboxProc *proc, log map[uuid.UUID]commit) (applied, wrong int) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, "the inbox to apply every committed event", 90*time.Second, func() bool {
+		eff, err := db.effects(ctx)
+		return err == nil && len(eff) >= len(log)
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		inboxProc.kill()
+		n, err := br.inboxBacklog(ctx)
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the inbox's consumer still has a backlog of %d (%v) after 60s", n, err)
+		}
+		if err := inboxProc.start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the inbox's consumer to work off its backlog", 30*time.Second, func() bool {
+			n, err := br.inboxBacklog(ctx)
+			return err == nil && n == 0
+		})
+	}
+	eff, err := db.effects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range eff {
+		applied += n
+		if _, ok := log[id]; !ok || n != 1 {
+			wrong++
+			t.Errorf("event %s: %d effects (committed: %v), want exactly one per committed event", id, n, ok)
+		}
+	}
+	for id := range log {
+		if eff[id] == 0 {
+			wrong++
+			t.Errorf("committed event %s: no effect", id)
+		}
+	}
+	return applied, wrong
+}
+
+// waitFor polls cond until it holds, failing the test at the deadline.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// table is a two-column summary table.
+type table struct{ rows [][2]string }
+
+func newTable() *table { return &table{} }
+
+func (t *table) row(name string, v any) { t.rows = append(t.rows, [2]string{name, fmt.Sprint(v)}) }
+
+// String renders the table in Markdown.
+func (t *table) String() string {
+	w0, w1 := len("fault / check"), len("value")
+	for _, r := range t.rows {
+		w0, w1 = max(w0, len(r[0])), max(w1, len(r[1]))
+	}
+	var sb strings.Builder
+	line := func(a, b string) { fmt.Fprintf(&sb, "| %-*s | %-*s |\n", w0, a, w1, b) }
+	line("fault / check", "value")
+	line(strings.Repeat("-", w0), strings.Repeat("-", w1))
+	for _, r := range t.rows {
+		line(r[0], r[1])
+	}
+	return sb.String()
+}
