@@ -10,13 +10,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/mysqltest"
 	"github.com/outboxgo/outbox/stores"
 )
 
 func migrated(t *testing.T, cfg *Config) (*sql.DB, *Store) {
 	t.Helper()
 	// The stalled claims' connections die on purpose: keep the driver quiet.
-	db := NewTestDatabase(t)(func(c *mysql.Config) { c.Logger = &mysql.NopLogger{} })
+	db := mysqltest.NewDatabase(t)(func(c *mysql.Config) { c.Logger = &mysql.NopLogger{} })
 	s, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)

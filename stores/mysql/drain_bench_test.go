@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/mysqltest"
 	"github.com/outboxgo/outbox/internal/natstest"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
 	"github.com/outboxgo/outbox/relay"
@@ -23,7 +24,7 @@ import (
 func BenchmarkDrainToNATS(b *testing.B) {
 	for _, mode := range []string{"unordered", "ordered"} {
 		b.Run(mode, func(b *testing.B) {
-			db := mysql.OpenTestDB(b)
+			db := mysqltest.Open(b)
 			ctx := context.Background()
 			s, err := mysql.New(db, nil)
 			if err != nil {
@@ -85,7 +86,7 @@ func BenchmarkDrainToNATS(b *testing.B) {
 //
 //	go test -run '^$' -bench WritePath -benchtime 4s ./stores/mysql/
 func BenchmarkWritePath(b *testing.B) {
-	db := mysql.OpenTestDB(b)
+	db := mysqltest.Open(b)
 	ctx := context.Background()
 	const accounts = 10000
 	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL)`); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/mysqltest"
 	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/stores/mysql"
 	"github.com/outboxgo/outbox/stores/storetest"
@@ -34,7 +35,7 @@ func setup(t *testing.T) bundle { return setupB(t) }
 
 func setupB(t testing.TB) bundle {
 	t.Helper()
-	db := mysql.OpenTestDB(t)
+	db := mysqltest.Open(t)
 	cfg := &mysql.Config{}
 	s, err := mysql.New(db, cfg)
 	if err != nil {
@@ -100,7 +101,7 @@ func TestConformanceMixedDSNs(t *testing.T) {
 	t.Parallel()
 	tokyo := time.FixedZone("UTC+9", 9*60*60)
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
-		open := mysql.NewTestDatabase(t)
+		open := mysqltest.NewDatabase(t)
 		app := open(func(c *mysqldrv.Config) {
 			c.Loc = tokyo
 			c.ParseTime = false
@@ -160,7 +161,7 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 
 func TestSchemaMissing(t *testing.T) {
 	t.Parallel()
-	db := mysql.OpenTestDB(t) // never migrated
+	db := mysqltest.Open(t) // never migrated
 	s, err := mysql.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ func TestBadIdentifiers(t *testing.T) {
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
-	db := mysql.OpenTestDB(t)
+	db := mysqltest.Open(t)
 	cfg := &mysql.Config{Table: "events"}
 	s, err := mysql.New(db, cfg)
 	if err != nil {

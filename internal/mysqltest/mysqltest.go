@@ -1,8 +1,6 @@
-package mysql
-
-// The test database helper. It lives in an internal test file so that the
-// package's internal tests and its external ones (package mysql_test) share
-// it; nothing here is compiled outside tests.
+// Package mysqltest gives tests a MariaDB/MySQL database of their own on
+// the shared test server.
+package mysqltest
 
 import (
 	"context"
@@ -18,25 +16,25 @@ import (
 	"github.com/outboxgo/outbox/internal/testenv"
 )
 
-// DefaultTestDSN is the shared test server; OUTBOX_TEST_MYSQL_DSN overrides
+// DefaultDSN is the shared test server; OUTBOX_TEST_MYSQL_DSN overrides
 // it. Its database is used only to create and drop each test's own.
-const DefaultTestDSN = "root@tcp(127.0.0.1:3306)/test"
+const DefaultDSN = "root@tcp(127.0.0.1:3306)/test"
 
-// OpenTestDB connects to a new database of the test's own, created on the
+// Open connects to a new database of the test's own, created on the
 // shared server and dropped at cleanup, or ends the test (skip, or fail in
 // CI) when the server is unreachable. Sessions are UTC (loc=UTC,
 // time_zone='+00:00') with parseTime=true.
-func OpenTestDB(t testing.TB) *sql.DB {
+func Open(t testing.TB) *sql.DB {
 	t.Helper()
-	return NewTestDatabase(t)()
+	return NewDatabase(t)()
 }
 
-// NewTestDatabase creates a database of the test's own, as OpenTestDB does,
+// NewDatabase creates a database of the test's own, as Open does,
 // and returns a function that opens handles on it, closed at cleanup. Each
 // opt edits the DSN of that handle.
-func NewTestDatabase(t testing.TB) func(opts ...func(*mysql.Config)) *sql.DB {
+func NewDatabase(t testing.TB) func(opts ...func(*mysql.Config)) *sql.DB {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(testenv.Getenv("OUTBOX_TEST_MYSQL_DSN", DefaultTestDSN))
+	cfg, err := mysql.ParseDSN(testenv.Getenv("OUTBOX_TEST_MYSQL_DSN", DefaultDSN))
 	if err != nil {
 		t.Fatalf("OUTBOX_TEST_MYSQL_DSN: %v", err)
 	}
