@@ -7,4 +7,5 @@ import "testing"
 // JetStream.
 func TestFaults(t *testing.T) {
 	t.Run("postgres+nats", func(t *testing.T) { runFaults(t, newPostgres(t), newNATS(t)) })
+	t.Run("mariadb+nats", func(t *testing.T) { runFaults(t, newMariaDB(t), newNATS(t)) })
 }
