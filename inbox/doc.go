@@ -6,7 +6,9 @@
 // # Handling a message
 //
 // An Inbox is generic over the transaction type, like outbox.Outbox: pgx.Tx
-// with pginbox.NewPgx, *sql.Tx with pginbox.NewSQL (package inbox/pginbox).
+// with pginbox.NewPgx, *sql.Tx with pginbox.NewSQL (package inbox/pginbox),
+// mysqlinbox.New (MySQL/MariaDB, package inbox/mysqlinbox) or
+// sqliteinbox.New (package inbox/sqliteinbox).
 //
 //	d, _ := pginbox.NewPgx(pool, nil) // table outbox.inbox
 //	in := inbox.New(d, nil)
@@ -25,7 +27,10 @@
 // Concurrent deliveries of one message are safe: the second insert of the
 // ID waits for the first transaction's uncommitted row; it then finds the
 // ID recorded (the first committed) or records it itself (the first rolled
-// back).
+// back). On MySQL/MariaDB, when several deliveries wait on a first one that
+// rolls back, InnoDB fails all but one of them as deadlock victims (error
+// 1213): those return an error and their redelivery is a Duplicate, so the
+// effect still happens once.
 //
 // # Chained events
 //
