@@ -31,7 +31,7 @@ type pgDatabase struct {
 	cluster *pgCluster // nil: the shared server
 	url     string     // without application_name
 	schema  string
-	appName string // the relays' application_name
+	appName string // the relays' and the inbox's application_name
 	ob      *outbox.Outbox[pgx.Tx]
 }
 

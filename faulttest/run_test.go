@@ -218,7 +218,7 @@ func runFaults(t *testing.T, db database, br broker) {
 
 		n, err := db.killConns(ctx)
 		if err != nil {
-			t.Errorf("terminate the relays' sessions: %v", err)
+			t.Errorf("terminate the relays' and the inbox's sessions: %v", err)
 		}
 		c.connKills.Add(1)
 		c.sessionsKilled.Add(int64(n))
@@ -262,7 +262,7 @@ func runFaults(t *testing.T, db database, br broker) {
 		}
 		n, err = db.killConns(ctx)
 		if err != nil {
-			t.Errorf("terminate the relays' sessions: %v", err)
+			t.Errorf("terminate the relays' and the inbox's sessions: %v", err)
 		}
 		c.connKills.Add(1)
 		c.sessionsKilled.Add(int64(n))
@@ -339,7 +339,7 @@ func runFaults(t *testing.T, db database, br broker) {
 	tbl.row("stalls", fmt.Sprintf("%d (%d SIGSTOP past the claim timeout, %d proxy stalls)", c.stops.Load()+c.proxyStalls.Load(), c.stops.Load(), c.proxyStalls.Load()))
 	tbl.row("broker outages", c.outages.Load())
 	tbl.row("proxy drops / cuts", fmt.Sprintf("%d / %d", c.drops.Load(), c.cuts.Load()))
-	tbl.row("connection kills", fmt.Sprintf("%d (%d sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
+	tbl.row("connection kills", fmt.Sprintf("%d (%d relay and inbox sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
 	tbl.row("database restarts", c.dbRestarts.Load())
 	tbl.row("bad input dead-lettered", fmt.Sprintf("%d of %d (+%d refused at Enqueue)", deadOK, len(bad.dead), bad.refused))
 	tbl.row("lost", lost)

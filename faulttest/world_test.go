@@ -42,7 +42,7 @@ type database interface {
 	effects(ctx context.Context) (map[uuid.UUID]int, error) // id → effects applied
 
 	// Faults.
-	killConns(ctx context.Context) (int, error) // the relays' sessions; how many
+	killConns(ctx context.Context) (int, error) // the relays' and the inbox's sessions; how many
 	restart() error                             // errNoRestart when it cannot
 }
 
