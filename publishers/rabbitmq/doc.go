@@ -43,7 +43,9 @@
 //   - publishers.Permanent: the payload is larger than
 //     Config.MaxMessageSize (checked before sending; keep it at or below the
 //     server's max_message_size, default 128 MiB, as a larger message makes
-//     the server close the channel).
+//     the server close the channel); or the message cannot be encoded
+//     in AMQP 0-9-1 (ErrNotRepresentable: a routing key, header name or
+//     type over 255 bytes), checked before sending.
 //   - publishers.Unavailable: closed publisher, ended context, no
 //     connection or channel (dial failed, connection lost, channel closed),
 //     no confirm within Config.ConfirmTimeout, the connection blocked by a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +42,15 @@ var (
 	// ErrNoChannel: the connection or channel closed before the confirm
 	// (unavailable).
 	ErrNoChannel = errors.New("connection or channel closed")
+	// ErrNotRepresentable: the message has a routing key, header name or
+	// type over AMQP's 255-byte short strings (permanent). Not sent: the
+	// client library would close the whole connection over it.
+	ErrNotRepresentable = errors.New("not representable in AMQP 0-9-1")
 )
+
+// maxShortstr is the longest AMQP 0-9-1 short string, in bytes: routing
+// keys, header (field table) names, the type property.
+const maxShortstr = 255
 
 // Publisher publishes outbox messages to RabbitMQ with publisher confirms.
 // It is safe for concurrent use.
@@ -320,6 +329,10 @@ send:
 			errs[i] = publishers.Permanent(fmt.Errorf("rabbitmq publish %s: %w: %d bytes, limit %d", m.ID, ErrTooLarge, len(m.Payload), p.cfg.MaxMessageSize))
 			continue
 		}
+		if err := p.representable(m); err != nil {
+			errs[i] = publishers.Permanent(fmt.Errorf("rabbitmq publish %s: %w: %w", m.ID, ErrNotRepresentable, err))
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			fail(i, publishers.Unavailable(fmt.Errorf("not sent: %w", err)))
 			break send
@@ -385,6 +398,32 @@ send:
 		}
 	}
 	return errs
+}
+
+// representable checks the short strings of m's publishing, which
+// amqp091 cannot encode over 255 bytes: it fails the write and closes the
+// connection, failing every message in flight.
+func (p *Publisher) representable(m *outbox.Message) error {
+	if rk := p.routingKey(m.Topic); len(rk) > maxShortstr {
+		return fmt.Errorf("routing key %s is %d bytes, limit %d", clip(rk), len(rk), maxShortstr)
+	}
+	if len(m.Type) > maxShortstr {
+		return fmt.Errorf("type %s is %d bytes, limit %d", clip(m.Type), len(m.Type), maxShortstr)
+	}
+	for k := range m.Headers {
+		if len(k) > maxShortstr {
+			return fmt.Errorf("header name %s is %d bytes, limit %d", clip(k), len(k), maxShortstr)
+		}
+	}
+	return nil
+}
+
+// clip quotes the start of a long string for an error.
+func clip(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(strings.ToValidUTF8(s[:40], "")) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // lost is the error of m, whose confirm never came because the channel

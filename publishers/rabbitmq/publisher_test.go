@@ -87,3 +87,43 @@ func TestConfigFromURL(t *testing.T) {
 		}
 	}
 }
+
+// TestNotRepresentable: a message AMQP 0-9-1 cannot carry — a header name
+// or a routing key over 255 bytes (a short string) — fails alone and
+// permanently, without being sent, and the rest of the batch is published
+// on the same connection.
+func TestNotRepresentable(t *testing.T) {
+	ex, q := topology(t)
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex, RoutingKey: func(topic string) string {
+		if topic == testTopic {
+			return topic
+		}
+		return "app." + topic
+	}})
+	defer p.Close()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("b"), Headers: map[string]string{strings.Repeat("h", 256): "x"}},
+		{ID: outbox.NewID(), Topic: strings.Repeat("t", 252), Payload: []byte("c")}, // routing key of 256 bytes
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("d")},
+	}
+	for round := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		errs := p.Publish(ctx, msgs)
+		cancel()
+		for i, err := range errs {
+			switch {
+			case i == 1 && (!publishers.IsPermanent(err) || !strings.Contains(err.Error(), "header name")):
+				t.Errorf("round %d: header name of 256 bytes: got %v, want a permanent error naming the header", round, err)
+			case i == 2 && (!publishers.IsPermanent(err) || !strings.Contains(err.Error(), "routing key")):
+				t.Errorf("round %d: routing key of 256 bytes: got %v, want a permanent error naming the routing key", round, err)
+			case (i == 0 || i == 3) && err != nil:
+				t.Errorf("round %d: message %d: %v", round, i, err)
+			}
+		}
+	}
+	got := read(t, q, 4, 15*time.Second)
+	if len(got) != 4 || got[0].ID != msgs[0].ID.String() || got[1].ID != msgs[3].ID.String() {
+		t.Errorf("read %+v", got)
+	}
+}
