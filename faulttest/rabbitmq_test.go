@@ -46,11 +46,14 @@ const (
 // what makes a routing key longer than an outbox topic may be.
 const rabbitRoutingPrefix = "faults."
 
-// rabbitMaxMessageSize is both the node's max_message_size and the relays'
-// MaxMessageSize (kept at or below the server's, as publishers/rabbitmq
-// asks: a larger message makes the server close the channel, which the
-// publisher cannot tell from an outage).
-const rabbitMaxMessageSize = 64 << 10
+// The node's max_message_size, and the relays' MaxMessageSize, set above
+// it on purpose so that a message between the two reaches the node and is
+// refused there: the node closes the channel, and the publisher must find
+// which message it was.
+const (
+	rabbitNodeMaxMessageSize = 64 << 10
+	rabbitMaxMessageSize     = 128 << 10
+)
 
 // rabbitBroker is a private RabbitMQ node (rabbitmq-server in a temporary
 // directory, on free ports of 127.0.0.1, stopped and started for the
@@ -129,15 +132,18 @@ func (b *rabbitBroker) dial() (*amqp.Connection, error) {
 		Properties: amqp.Table{"connection_name": "outbox-faults-checker"}})
 }
 
-// badInput: what publishers/rabbitmq refuses for good (Permanent), before
-// sending. The node's own refusals are not here: a message over its
-// max_message_size, or to a missing exchange, closes the channel, and the
-// publisher fails that (and everything in flight with it) as an outage or
-// as a retry, never as dead.
+// badInput: what publishers/rabbitmq refuses for good (Permanent) before
+// sending, and a message the node itself refuses (over its
+// max_message_size: it closes the channel with 406, and the publisher
+// publishes the batch's unconfirmed messages one by one to find it). A
+// missing exchange is not here: it is a configuration error, retried, not
+// a bad event.
 func (b *rabbitBroker) badInput() []badCase {
 	return []badCase{
-		{"a 100 KiB payload over the publisher's 64 KiB MaxMessageSize", "message too large",
-			outbox.Message{Topic: "big", Type: "Big", Payload: make([]byte, 100<<10)}},
+		{"a 200 KiB payload over the publisher's 128 KiB MaxMessageSize", "message too large",
+			outbox.Message{Topic: "big", Type: "Big", Payload: make([]byte, 200<<10)}},
+		{"a 100 KiB payload over the node's 64 KiB max_message_size", "refused by the broker",
+			outbox.Message{Topic: "orders", Key: badKey, Type: "Big", Payload: make([]byte, 100<<10)}},
 		{"a header name over AMQP's 255-byte short string", "not representable in AMQP 0-9-1: header name",
 			outbox.Message{Topic: "orders", Key: badKey, Type: "Bad", Payload: []byte("{}"),
 				Headers: map[string]string{strings.Repeat("h", 300): "x"}}},
@@ -371,7 +377,7 @@ func startRabbitNode(t testing.TB) (*rabbitNode, error) {
 	}
 	// The node's configuration, in place of /etc/rabbitmq/rabbitmq.conf
 	// (whose listener is the shared server's port).
-	conf := fmt.Sprintf("max_message_size = %d\ndisk_free_limit.absolute = 10MB\n", rabbitMaxMessageSize)
+	conf := fmt.Sprintf("max_message_size = %d\ndisk_free_limit.absolute = 10MB\n", rabbitNodeMaxMessageSize)
 	files := map[string]string{"rabbitmq.conf": conf, "enabled_plugins": "[].\n"}
 	for name, content := range files {
 		if err == nil {

@@ -41,11 +41,17 @@
 // # Errors
 //
 //   - publishers.Permanent: the payload is larger than
-//     Config.MaxMessageSize (checked before sending; keep it at or below the
-//     server's max_message_size, default 128 MiB, as a larger message makes
-//     the server close the channel); or the message cannot be encoded
-//     in AMQP 0-9-1 (ErrNotRepresentable: a routing key, header name or
-//     type over 255 bytes), checked before sending.
+//     Config.MaxMessageSize (ErrTooLarge, checked before sending); the
+//     message cannot be encoded in AMQP 0-9-1 (ErrNotRepresentable: a
+//     routing key, header name or type over 255 bytes, checked before
+//     sending); or the broker refused it (ErrRefused): it closed the
+//     channel with 406 PRECONDITION_FAILED, e.g. for a message over its
+//     max_message_size. Such a close names no message and fails everything
+//     in flight on the channel, so the publisher then publishes those
+//     messages again one at a time, each on a channel of its own, to tell
+//     the refused ones from the rest. That is slow: keep MaxMessageSize at
+//     or below the server's max_message_size (default 128 MiB) so that
+//     size refusals happen before sending.
 //   - publishers.Unavailable: closed publisher, ended context, no
 //     connection or channel (dial failed, connection lost, channel closed),
 //     no confirm within Config.ConfirmTimeout, the connection blocked by a

@@ -46,6 +46,10 @@ var (
 	// type over AMQP's 255-byte short strings (permanent). Not sent: the
 	// client library would close the whole connection over it.
 	ErrNotRepresentable = errors.New("not representable in AMQP 0-9-1")
+	// ErrRefused: the broker refused the message and closed the channel
+	// (406 PRECONDITION_FAILED, e.g. a message over the server's
+	// max_message_size) (permanent).
+	ErrRefused = errors.New("refused by the broker")
 )
 
 // maxShortstr is the longest AMQP 0-9-1 short string, in bytes: routing
@@ -397,7 +401,93 @@ send:
 			errs[i] = fmt.Errorf("rabbitmq publish %s to exchange %q with routing key %q: %w", m.ID, p.cfg.Exchange, p.routingKey(m.Topic), ErrUnroutable)
 		}
 	}
+	if refusal := s.refusal(); refusal != nil {
+		p.isolate(ctx, msgs, errs, refusal)
+	}
 	return errs
+}
+
+// isolate handles a batch whose channel the broker closed because it
+// refused a message (see refusal): the close does not say which one — nor
+// whether it was this batch's or that of a concurrent Publish sharing the
+// channel — and every message in flight failed as unavailable, as it would
+// on every retry. Each of them is published again alone, in order, on a
+// channel of its own: the refused ones fail as permanent, the others go
+// out.
+func (p *Publisher) isolate(ctx context.Context, msgs []outbox.Message, errs []error, refusal *amqp.Error) {
+	var suspects []int
+	for i, err := range errs {
+		if publishers.IsUnavailable(err) {
+			suspects = append(suspects, i)
+		}
+	}
+	p.log.Warn("rabbitmq publisher: the broker refused a message and closed the channel; publishing the unconfirmed messages one at a time to find it",
+		"messages", len(suspects), "reason", refusal.Reason)
+	for _, i := range suspects {
+		if ctx.Err() != nil {
+			return // the rest keep their unavailable errors
+		}
+		errs[i] = p.publishAlone(ctx, &msgs[i])
+	}
+}
+
+// publishAlone publishes m on a confirm-mode channel of its own and waits
+// for its confirm: nothing else shares the channel, so a close is m's.
+func (p *Publisher) publishAlone(ctx context.Context, m *outbox.Message) error {
+	s, err := p.current()
+	if err != nil {
+		return fmt.Errorf("rabbitmq publish %s: %w", m.ID, err)
+	}
+	unavailable := func(err error) error {
+		return publishers.Unavailable(fmt.Errorf("rabbitmq publish %s: %w", m.ID, err))
+	}
+	ch, err := s.conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		return unavailable(fmt.Errorf("open a channel: %w", err))
+	}
+	defer func() { _ = ch.Close() }()
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, p.cfg.Exchange, p.routingKey(m.Topic), true, false, publishing(m))
+	if err == nil && dc == nil {
+		err = ErrNoChannel
+	}
+	if err != nil {
+		return unavailable(fmt.Errorf("not sent: %w", err))
+	}
+	timer := time.NewTimer(p.cfg.ConfirmTimeout)
+	defer timer.Stop()
+	select {
+	case <-dc.Done():
+	case <-ctx.Done():
+		return unavailable(fmt.Errorf("no confirm before the context ended: %w", ctx.Err()))
+	case <-timer.C:
+		return unavailable(fmt.Errorf("no confirm within %v", p.cfg.ConfirmTimeout))
+	case <-p.done:
+		return unavailable(fmt.Errorf("no confirm before Close: %w", ErrClosed))
+	}
+	if dc.Acked() {
+		select {
+		case <-returns: // a return comes before its ack
+			return fmt.Errorf("rabbitmq publish %s to exchange %q with routing key %q: %w", m.ID, p.cfg.Exchange, p.routingKey(m.Topic), ErrUnroutable)
+		default:
+			return nil
+		}
+	}
+	select {
+	case e, ok := <-closes:
+		if ok && e != nil && e.Code == amqp.PreconditionFailed && !s.conn.IsClosed() {
+			return publishers.Permanent(fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrRefused, e.Reason))
+		}
+		if ok && e != nil {
+			return unavailable(fmt.Errorf("%w: %v", ErrNoChannel, e))
+		}
+	case <-timer.C:
+	}
+	return fmt.Errorf("rabbitmq publish %s: %w", m.ID, ErrNacked)
 }
 
 // representable checks the short strings of m's publishing, which
@@ -424,6 +514,20 @@ func clip(s string) string {
 		return strconv.Quote(strings.ToValidUTF8(s[:40], "")) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// refusal is the error with which the broker closed the channel when it
+// refused a message for good — 406 PRECONDITION_FAILED, e.g. a message over
+// its max_message_size — with the connection still open; nil otherwise.
+func (s *session) refusal() *amqp.Error {
+	if !s.dead() {
+		return nil
+	}
+	var ae *amqp.Error
+	if errors.As(s.why(), &ae) && ae.Code == amqp.PreconditionFailed && !s.conn.IsClosed() {
+		return ae
+	}
+	return nil
 }
 
 // lost is the error of m, whose confirm never came because the channel
