@@ -19,8 +19,8 @@ import (
 type memTx struct{ staged []inbox.Record }
 
 // memDriver is an in-memory Driver, enough to test the core's logic; the
-// real concurrency and crash behaviour is tested against PostgreSQL in
-// inbox/pginbox.
+// real concurrency behaviour is tested against each driver's database by
+// the conformance suite, inbox/inboxtest.
 type memDriver struct {
 	mu      sync.Mutex
 	records map[uuid.UUID]inbox.Record

@@ -5,6 +5,8 @@
 // A record is one row (id, topic, received_at), inserted with
 // INSERT … ON CONFLICT (id) DO NOTHING in the handler's transaction: a
 // concurrent duplicate blocks on the first transaction's uncommitted row and
-// then sees the conflict. Migrate creates the table; migrations/ holds the
+// then sees the conflict. A topic that PostgreSQL's text refuses (invalid
+// UTF-8, NUL bytes) is stored with U+FFFD in place of each bad byte rather
+// than failing the message. Migrate creates the table; migrations/ holds the
 // same DDL as plain SQL for goose, golang-migrate or atlas.
 package pginbox

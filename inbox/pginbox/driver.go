@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,7 +63,7 @@ func (d *PgxDriver) RecordTx(ctx context.Context, tx pgx.Tx, r inbox.Record) (bo
 	if tx == nil {
 		return false, errors.New("pginbox: nil transaction")
 	}
-	tag, err := tx.Exec(ctx, d.sql.record, r.ID.String(), r.Topic, r.ReceivedAt.UTC())
+	tag, err := tx.Exec(ctx, d.sql.record, r.ID.String(), topicText(r.Topic), r.ReceivedAt.UTC())
 	if err != nil {
 		return false, wrap("record", err)
 	}
@@ -144,7 +145,7 @@ func (d *SQLDriver) RecordTx(ctx context.Context, tx *sql.Tx, r inbox.Record) (b
 	if tx == nil {
 		return false, errors.New("pginbox: nil transaction")
 	}
-	res, err := tx.ExecContext(ctx, d.sql.record, r.ID.String(), r.Topic, r.ReceivedAt.UTC())
+	res, err := tx.ExecContext(ctx, d.sql.record, r.ID.String(), topicText(r.Topic), r.ReceivedAt.UTC())
 	if err != nil {
 		return false, wrap("record", err)
 	}
@@ -162,6 +163,14 @@ func (d *SQLDriver) Purge(ctx context.Context, before time.Time, limit int) (int
 		return 0, wrap("purge", err)
 	}
 	return res.RowsAffected()
+}
+
+// topicText makes a topic storable in the text column: valid UTF-8
+// without NUL, both of which PostgreSQL refuses, each bad byte replaced by
+// U+FFFD. The topic is for people reading the table; no message should
+// fail for it.
+func topicText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // wrap names the operation and marks a missing table.
