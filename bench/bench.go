@@ -32,14 +32,15 @@ type Options struct {
 	OutDir string
 	Out    io.Writer // progress and the table; default os.Stdout
 
-	DrainN       int           // events per drain of our relay and of the limits
-	BaselineN    int           // events per drain of the textbook loop and Watermill
-	WriteFor     time.Duration // per write-path cell
-	LatencyFor   time.Duration // per latency cell
-	LatencyRates []int         // events/s
-	ScaleN       int           // events per scale cell
-	HistoryN     int           // published rows kept for the history workload
-	HistoryReps  int           // claims per history cell
+	DrainN        int           // events per drain of our relay and of the limits
+	BaselineN     int           // events per drain of the textbook loop and Watermill
+	WriteFor      time.Duration // per write-path cell
+	LatencyFor    time.Duration // per latency cell
+	LatencyRates  []int         // events/s
+	ScaleN        int           // events per scale cell
+	ScaleAckDelay time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
+	HistoryN      int           // published rows kept for the history workload
+	HistoryReps   int           // claims per history cell
 }
 
 // Workloads are the names -only accepts, in run order.
@@ -88,6 +89,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.ScaleN == 0 {
 		o.ScaleN = q(100_000, 2_000)
+	}
+	if o.ScaleAckDelay == 0 {
+		o.ScaleAckDelay = time.Millisecond
 	}
 	if o.HistoryN == 0 {
 		o.HistoryN = q(10_000_000, 100_000)
@@ -149,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
 		"drain_n": o.DrainN, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
 		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "scale_n": o.ScaleN,
-		"history_n": o.HistoryN, "history_reps": o.HistoryReps,
+		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
 	}}
 	r := &runner{o: o, rep: rep}
 	steps := []struct {

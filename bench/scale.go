@@ -9,19 +9,38 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
-// scale drains ScaleN events with 1, 2 and 4 relays (each with its own pool
-// and JetStream connection), ordered and unordered, each publisher wrapped
-// to add 2ms per Publish call so that the broker, not the 2-core CPU, is
-// the limit. Batch size 500.
+// scale drains ScaleN events (1,000 keys) with 1, 2 and 4 relays (each with
+// its own pool and JetStream connection, 2 workers), ordered and unordered,
+// against a broker that is the limit: every publisher is wrapped in
+// ackDelayPublisher, so each Publish call's acknowledgements come one after
+// another, ScaleAckDelay (1ms) each, without using CPU. One worker then moves
+// at most 1/ScaleAckDelay events/s, and the ideal is relays × workers times
+// that. Batch size 100, so 4 relays × 2 workers hold at most 800 of the
+// 1,000 keys and ordered claims are not short of heads. Each cell reports
+// its rate as a ratio to the same mode's 1-relay cell (x_one_relay) and to
+// the broker bound (x_ack_bound).
 func (r *runner) scale(ctx context.Context) error {
+	perAck := r.o.ScaleAckDelay
 	for _, unordered := range []bool{true, false} {
 		mode := map[bool]string{true: "unordered", false: "ordered"}[unordered]
+		var one float64
 		for _, relays := range []int{1, 2, 4} {
-			res, err := r.drainRelay(ctx, r.o.ScaleN, keyCount, relays, 2*time.Millisecond, &relay.Config{BatchSize: 500, Unordered: unordered})
+			cfg := &relay.Config{BatchSize: 100, Unordered: unordered}
+			res, err := r.drainRelay(ctx, r.o.ScaleN, keyCount, relays, perAck, cfg)
 			if err != nil {
 				return fmt.Errorf("%s, %d relays: %w", mode, relays, err)
 			}
-			res.Workload, res.Case = "scale", fmt.Sprintf("%s, %d relay(s), +2ms/publish", mode, relays)
+			rate := res.Metrics["events_per_s"]
+			if relays == 1 {
+				one = rate
+			}
+			if one > 0 {
+				res.Metrics["x_one_relay"] = rate / one
+			}
+			bound := float64(relays*or(cfg.Workers, relay.DefaultWorkers)) / perAck.Seconds()
+			res.Metrics["ack_bound_per_s"] = bound
+			res.Metrics["x_ack_bound"] = rate / bound
+			res.Workload, res.Case = "scale", fmt.Sprintf("%s, %d relay(s), %v/ack", mode, relays, perAck)
 			r.add(res)
 		}
 	}

@@ -28,6 +28,7 @@ func main() {
 	flag.DurationVar(&o.WriteFor, "write-duration", 0, "duration of each write-path cell (default 5s; quick 200ms)")
 	flag.DurationVar(&o.LatencyFor, "latency-duration", 0, "duration of each latency cell (default 10s; quick 1s)")
 	flag.IntVar(&o.ScaleN, "scale-n", 0, "events per scale cell (default 100000; quick 2000)")
+	flag.DurationVar(&o.ScaleAckDelay, "scale-ack-delay", 0, "broker delay per acknowledged message in the scale workload (default 1ms)")
 	flag.IntVar(&o.HistoryN, "history-n", 0, "published rows kept for the history workload (default 10000000; quick 100000)")
 	flag.Parse()
 	if only != "" {
