@@ -1,9 +1,13 @@
-// Package faulttest holds the fault-injection suite (issue 9): relays in
-// processes of their own are SIGKILLed and SIGSTOPped, the broker is stopped
-// and its path stalled, dropped and cut, the database's connections are
-// killed and the database restarted, while writers enqueue; a checker then
-// proves that nothing was lost, nothing phantom arrived, per-key order held
-// and the inbox applied every effect exactly once. See docs/faults.md.
+// Package faulttest holds the fault-injection suite (issue 9): relays and
+// the inbox's consumer in processes of their own are SIGKILLed and
+// SIGSTOPped, the broker is stopped and its path stalled, dropped and cut,
+// the database's connections are killed and the database restarted, while
+// writers enqueue; a checker then proves that nothing was lost, nothing
+// phantom arrived, per-key order held and the inbox applied every effect
+// exactly once. One run serves every database and broker through two
+// interfaces (database, broker); TestFaults runs PostgreSQL with NATS
+// JetStream, RabbitMQ and Kafka (kfake), and MariaDB with NATS JetStream,
+// each on private servers. See docs/faults.md.
 //
 // The package has tests only; run them with
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -14,7 +15,6 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
-	"testing"
 )
 
 // The test binary is also the suite's relays and its inbox consumer:
