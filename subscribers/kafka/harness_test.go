@@ -3,48 +3,76 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/inbox/pginbox"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	kafkapub "github.com/outboxgo/outbox/publishers/kafka"
 	kafkasub "github.com/outboxgo/outbox/subscribers/kafka"
+	"github.com/outboxgo/outbox/subscribers/subscribertest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+func TestConformance(t *testing.T) {
+	subscribertest.Run(t, subscribertest.Harness{
+		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, brokers(t)).env() },
+		Outage: func(t *testing.T) subscribertest.Outage {
+			if os.Getenv("OUTBOX_TEST_KAFKA_BROKERS") != "" {
+				t.Skip("the outage case runs on kfake only")
+			}
+			// The broker advertises a proxy in front of it: every client
+			// (the test's own too) goes through the proxy.
+			var px *tcpproxy.Proxy
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(partitions),
+				kfake.ListenFn(func(network, address string) (net.Listener, error) {
+					ln, err := net.Listen(network, address)
+					if err != nil {
+						return nil, err
+					}
+					px = tcpproxy.Start(t, ln.Addr().String())
+					addr, err := net.ResolveTCPAddr("tcp", px.Addr)
+					return advertised{ln, addr}, err
+				}))
+			if err != nil {
+				t.Fatalf("kfake: %v", err)
+			}
+			t.Cleanup(c.Close)
+			return subscribertest.Outage{Env: newEnv(t, c.ListenAddrs()).env(), Cut: px.Cut, Restore: px.Restore}
+		},
+		Features: subscribertest.Features{OrderPerKey: true, HeldWhileDelivered: true},
+	})
+}
+
+// advertised is a listener that gives another address (a proxy's) as its
+// own, which kfake advertises to clients.
+type advertised struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (a advertised) Addr() net.Addr { return a.addr }
+
 const partitions = 3
 
 var seq atomic.Int64
 
-// bundle is what a subscriber test needs: its own schema (inbox and effects
-// tables) and its own Kafka (kfake, or OUTBOX_TEST_KAFKA_BROKERS) topics.
-type bundle struct {
-	pool    *pgxpool.Pool
-	schema  string
-	in      *inbox.Inbox[pgx.Tx]
-	brokers []string
-	prefix  string
-}
-
+// brokers are a kfake cluster of the test's own, or
+// OUTBOX_TEST_KAFKA_BROKERS.
 func brokers(t testing.TB) []string {
 	if v := os.Getenv("OUTBOX_TEST_KAFKA_BROKERS"); v != "" {
 		b := strings.Split(v, ",")
@@ -59,17 +87,19 @@ func brokers(t testing.TB) []string {
 	return c.ListenAddrs()
 }
 
-func setup(t testing.TB) *bundle {
+// env is a topic and a dead-letter topic of the test's own.
+type env struct {
+	brokers []string
+	prefix  string
+}
+
+func newEnv(t testing.TB, brokers []string) *env {
 	t.Helper()
-	b := &bundle{brokers: brokers(t), prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), seq.Add(1))}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	e := &env{brokers: brokers, prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), seq.Add(1))}
+	cl := e.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	topics := []string{b.topic(), b.deadTopic()}
+	topics := []string{e.topic(), e.deadTopic()}
 	resp, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, -1, nil, topics...)
 	if err == nil {
 		err = resp.Error()
@@ -78,68 +108,60 @@ func setup(t testing.TB) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-		if err != nil {
-			return
-		}
-		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = kadm.NewClient(cl).DeleteTopics(ctx, topics...)
 	})
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
+	return e
+}
+
+func (e *env) topic() string     { return e.prefix + "orders" }
+func (e *env) deadTopic() string { return e.prefix + "dead" }
+
+// client is a plain client of the brokers, closed at cleanup.
+func (e *env) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".effects (msg_id uuid NOT NULL, note text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	b.pool, b.schema, b.in = pool, schema, inbox.New(d, nil)
-	return b
+	t.Cleanup(cl.Close)
+	return cl
 }
 
-func (b *bundle) topic() string     { return b.prefix + "orders" }
-func (b *bundle) deadTopic() string { return b.prefix + "dead" }
-
-// config is a subscriber config for the bundle's topics, quick to retry.
-func (b *bundle) config(group string) kafkasub.Config {
-	return kafkasub.Config{Brokers: b.brokers, Topics: []string{b.topic()}, TopicPrefix: b.prefix, Group: group,
-		DeadLetterTopic: b.deadTopic(), Backoff: kafkasub.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
-		Options: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}}
+func (e *env) env() subscribertest.Env {
+	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.lag,
+		DeadLetters: e.deadLetters, Source: e.topic(), Orphan: e.orphan}
 }
 
-func (b *bundle) effect(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO "`+b.schema+`".effects VALUES ($1, $2)`, m.ID, m.Topic)
-	return err
-}
-
-func (b *bundle) effects(t testing.TB, id uuid.UUID) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects WHERE msg_id = $1`, id).Scan(&n); err != nil {
-		t.Fatal(err)
+// config is the subscriber config for c; Concurrency and RedeliverAfter
+// have no counterpart.
+func (e *env) config(c subscribertest.Config) kafkasub.Config {
+	cfg := kafkasub.Config{Brokers: e.brokers, Topics: []string{e.topic()}, TopicPrefix: e.prefix, Group: c.Group,
+		DeadLetterTopic: e.deadTopic(), MaxDeliveries: c.MaxDeliveries, Backoff: kafkasub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax},
+		Options: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, Hooks: kafkasub.Hooks{AfterCommit: c.AfterCommit}}
+	if c.AfterSettle != nil {
+		cfg.Hooks.AfterSettle = func(st kafkasub.Settlement) { c.AfterSettle(settlement(st)) }
 	}
-	return n
+	return cfg
 }
 
-func (b *bundle) allEffects(t testing.TB) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+func settlement(st kafkasub.Settlement) subscribertest.Settlement {
+	a := map[kafkasub.Action]subscribertest.Action{kafkasub.ActionCommit: subscribertest.ActionAck,
+		kafkasub.ActionRetry: subscribertest.ActionRetry, kafkasub.ActionDeadLetter: subscribertest.ActionDeadLetter,
+		kafkasub.ActionAbandon: subscribertest.ActionRelease}[st.Action]
+	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
+		Action: a, Delay: st.RetryDelay}
+}
+
+func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	return kafkasub.New(c.Inbox, c.Handler, e.config(c))
 }
 
 // publish publishes msgs through the outbox's own Kafka publisher.
-func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
+func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := kafkapub.New(kafkapub.Config{Brokers: b.brokers, TopicPrefix: b.prefix})
+	p, err := kafkapub.New(kafkapub.Config{Brokers: e.brokers, TopicPrefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,40 +175,21 @@ func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
 	}
 }
 
-// produce produces raw records.
-func (b *bundle) produce(t testing.TB, rs ...*kgo.Record) {
+func (e *env) publishNoID(t *testing.T, payload string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+	r := &kgo.Record{Topic: e.topic(), Key: []byte("k1"), Value: []byte(payload)}
+	if err := e.client(t).ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func events(n int) []outbox.Message {
-	out := make([]outbox.Message, n)
-	for i := range out {
-		out[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", Type: "OrderConfirmed",
-			Payload: []byte(`{"n":1}`), Headers: map[string]string{"correlation-id": "c1"}, CreatedAt: time.Now().UTC()}
-	}
-	return out
-}
-
-// lag is how many records of the topic the group has not committed.
-func (b *bundle) lag(t testing.TB, group string) int64 {
+// lag is how many records of the topic group has not committed.
+func (e *env) lag(t *testing.T, group string) int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := kadm.NewClient(e.client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, b.topic())
+	ends, err := adm.ListEndOffsets(ctx, e.topic())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,92 +202,48 @@ func (b *bundle) lag(t testing.TB, group string) int64 {
 		c, _ := committed.Lookup(o.Topic, o.Partition)
 		lag += o.Offset - max(c.At, 0)
 	})
-	return lag
+	return int(lag)
 }
 
-// deadLetters reads n records of the dead-letter topic.
-func (b *bundle) deadLetters(t testing.TB, n int) []*kgo.Record {
+// deadLetters reads the dead-letter topic from the start.
+func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.deadTopic()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := e.client(t, kgo.ConsumeTopics(e.deadTopic()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out []subscribertest.DeadLetter
+	for len(out) < n && ctx.Err() == nil {
+		for _, r := range cl.PollFetches(ctx).Records() {
+			hs := map[string]string{}
+			for _, h := range r.Headers {
+				hs[h.Key] = string(h.Value)
+			}
+			d, _ := strconv.Atoi(hs[kafkasub.HeaderDeliveries])
+			out = append(out, subscribertest.DeadLetter{ID: hs[kafkapub.HeaderID], Payload: string(r.Value), Headers: hs,
+				Error: hs[kafkasub.HeaderError], Deliveries: d, Source: hs[kafkasub.HeaderTopic], Consumer: hs[kafkasub.HeaderGroup]})
+		}
+	}
+	return out
+}
+
+// orphan polls n records as a member of c.Group that then leaves the group
+// without committing their offsets: the next member reads them again.
+func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(c.Group), kgo.ConsumeTopics(e.topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("%d dead letters after 30s, want %d", len(out), n)
-		}
-		out = append(out, fs.Records()...)
+	got := 0
+	for got < n && ctx.Err() == nil {
+		got += len(cl.PollFetches(ctx).Records())
 	}
-	return out
-}
-
-func start(t testing.TB, b *bundle, h inbox.Handler[pgx.Tx], cfg kafkasub.Config) *kafkasub.Subscriber[pgx.Tx] {
-	t.Helper()
-	s, err := kafkasub.New(b.in, h, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(t, s) })
-	return s
-}
-
-func stop(t testing.TB, s *kafkasub.Subscriber[pgx.Tx]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Stop(ctx); err != nil {
-		t.Errorf("stop: %v", err)
-	}
-}
-
-type recorder struct {
-	mu  sync.Mutex
-	all []kafkasub.Settlement
-}
-
-func (r *recorder) add(s kafkasub.Settlement) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, s)
-}
-
-func (r *recorder) list() []kafkasub.Settlement {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]kafkasub.Settlement(nil), r.all...)
-}
-
-func (r *recorder) count(a kafkasub.Action) int {
-	n := 0
-	for _, s := range r.list() {
-		if s.Action == a {
-			n++
-		}
-	}
-	return n
-}
-
-// waitFor polls cond on a ticker until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
+	if got != n {
+		t.Fatalf("the dying member got %d records, want %d", got, n)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
 // Subscriber consumes Kafka topics through a consumer group into an inbox.
@@ -21,15 +21,9 @@ type Subscriber[TTx any] struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	started  bool
-	stopOnce sync.Once
-	cl       *kgo.Client
-	stopping chan struct{} // closed by Stop
-	done     chan struct{} // closed when the poll loop has returned and the client is closed
-	pcancel  context.CancelFunc
-	hctx     context.Context
-	hcancel  context.CancelFunc
+	lc      *consumer.Lifecycle // Done: the poll loop has returned and the client is closed
+	cl      *kgo.Client
+	pcancel context.CancelFunc
 }
 
 // New returns a Subscriber that handles the records of cfg.Topics with h
@@ -42,8 +36,8 @@ func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subs
 	if in == nil || h == nil {
 		return nil, errors.New("kafka subscriber: nil inbox or handler")
 	}
-	return &Subscriber[TTx]{in: in, h: h, cfg: cfg, log: cfg.Logger.With("group", cfg.Group),
-		stopping: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: cfg, log: cfg.Logger.With("group", cfg.Group),
+		lc: consumer.NewLifecycle("kafka subscriber")}, nil
 }
 
 // ClientOptions are the options Start creates its client with.
@@ -65,11 +59,10 @@ func (s *Subscriber[TTx]) ClientOptions() []kgo.Opt {
 // Start creates the client, checks that a broker answers and starts
 // consuming. It may be called once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("kafka subscriber: already started")
-	}
+	return s.lc.Start(func() error { return s.start(ctx) })
+}
+
+func (s *Subscriber[TTx]) start(ctx context.Context) error {
 	cl, err := kgo.NewClient(s.ClientOptions()...)
 	if err != nil {
 		return fmt.Errorf("kafka subscriber: client: %w", err)
@@ -81,8 +74,6 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	s.cl = cl
 	var pctx context.Context
 	pctx, s.pcancel = context.WithCancel(context.Background())
-	s.hctx, s.hcancel = context.WithCancel(context.Background())
-	s.started = true
 	go s.poll(pctx)
 	return nil
 }
@@ -93,64 +84,19 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 // context, waits for them to return and returns ctx's error. The client
 // leaves the group and is closed. Stop before Start, or twice, is a no-op.
 func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		return nil
-	}
-	s.stopOnce.Do(func() {
-		close(s.stopping)
-		s.pcancel()
-	})
-	select {
-	case <-s.done:
-		s.hcancel()
-		return nil
-	case <-ctx.Done():
-		s.hcancel()
-		<-s.done
-		return ctx.Err()
-	}
+	return s.lc.Stop(ctx, func() { s.pcancel() })
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
 // handlers Config.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	return s.Stop(stopCtx)
-}
-
-func (s *Subscriber[TTx]) stopped() bool {
-	select {
-	case <-s.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits d; false when Stop came first.
-func (s *Subscriber[TTx]) wait(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.stopping:
-		return false
-	case <-t.C:
-		return true
-	}
+	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
 
 // poll polls batches and settles each before the next: the partitions of a
 // batch in parallel, the records of a partition in order.
 func (s *Subscriber[TTx]) poll(ctx context.Context) {
-	defer close(s.done)
+	defer s.lc.Done()
 	defer s.cl.Close()
 	defer s.cl.AllowRebalance()
 	for {
@@ -170,7 +116,7 @@ func (s *Subscriber[TTx]) poll(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				for _, r := range p.Records {
-					if s.stopped() || !s.record(r) {
+					if s.lc.Stopped() || !s.record(r) {
 						return
 					}
 				}
@@ -178,7 +124,7 @@ func (s *Subscriber[TTx]) poll(ctx context.Context) {
 		})
 		wg.Wait()
 		s.cl.AllowRebalance()
-		if s.stopped() {
+		if s.lc.Stopped() {
 			return
 		}
 	}
@@ -187,33 +133,32 @@ func (s *Subscriber[TTx]) poll(ctx context.Context) {
 // record handles r, retrying in place, until it is committed or
 // dead-lettered (true) or a Stop abandons it (false).
 func (s *Subscriber[TTx]) record(r *kgo.Record) bool {
-	ctx := s.hctx
+	ctx := s.lc.Context()
 	for delivery := 1; ; delivery++ {
 		st := Settlement{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Delivery: delivery}
 		msg, err := Decode(r, s.cfg.TopicPrefix, delivery)
 		st.Message = msg
-		if err != nil {
-			return s.deadLetter(r, &st, err)
-		}
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, s.safe)
-		switch {
-		case st.Err == nil:
+		// The delivery count never passes MaxDeliveries: no exhausted error.
+		res := consumer.Handle(ctx, s.in, s.h, msg, err, delivery, s.cfg.MaxDeliveries, nil)
+		st.Outcome, st.Err = res.Outcome, res.Err
+		switch res.Verdict {
+		case consumer.Ack:
 			s.commit(r, &st)
 			s.settle(st)
 			return true
-		case ctx.Err() != nil: // a hard Stop cut the handler short
+		case consumer.Release: // a hard Stop cut the handler short
 			st.Action = ActionAbandon
 			s.settle(st)
 			return false
-		case inbox.IsPermanent(st.Err) || delivery >= s.cfg.MaxDeliveries:
-			return s.deadLetter(r, &st, st.Err)
+		case consumer.DeadLetter:
+			return s.deadLetter(r, &st, res.Err)
 		}
 		st.Action = ActionRetry
 		st.RetryDelay = s.cfg.Backoff.delay(delivery)
 		s.log.Info("kafka subscriber: handler failed; retrying", "id", msg.ID, "topic", r.Topic, "partition", r.Partition,
 			"offset", r.Offset, "delivery", delivery, "delay", st.RetryDelay, "err", st.Err)
 		s.settle(st)
-		if !s.wait(st.RetryDelay) {
+		if !s.lc.Wait(st.RetryDelay) {
 			return false
 		}
 	}
@@ -223,16 +168,6 @@ func (s *Subscriber[TTx]) settle(st Settlement) {
 	if s.cfg.Hooks.AfterSettle != nil {
 		s.cfg.Hooks.AfterSettle(st)
 	}
-}
-
-// safe runs the handler, turning a panic into an error.
-func (s *Subscriber[TTx]) safe(ctx context.Context, tx TTx, msg inbox.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return s.h(ctx, tx, msg)
 }
 
 // commit commits the offset past r. A failed commit (the partition moved
@@ -266,7 +201,7 @@ func (s *Subscriber[TTx]) deadLetter(r *kgo.Record, st *Settlement, cause error)
 			break
 		}
 		s.log.Error("kafka subscriber: dead-letter produce failed; trying again", "id", st.Message.ID, "err", err)
-		if !s.wait(s.cfg.Backoff.delay(attempt)) {
+		if !s.lc.Wait(s.cfg.Backoff.delay(attempt)) {
 			st.Action = ActionAbandon
 			st.Err = fmt.Errorf("%w (and the dead-letter produce failed: %w)", cause, err)
 			s.settle(*st)

@@ -2,128 +2,207 @@ package nats_test
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/inbox/pginbox"
 	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
 	natssub "github.com/outboxgo/outbox/subscribers/nats"
+	"github.com/outboxgo/outbox/subscribers/subscribertest"
 )
 
-// bundle is what a subscriber test needs: its own schema (inbox and effects
-// tables), its own stream and its own dead-letter stream.
-type bundle struct {
-	pool             *pgxpool.Pool
-	schema           string
-	in               *inbox.Inbox[pgx.Tx]
-	nc               *nats.Conn
-	js               jetstream.JetStream
-	prefix, stream   string
-	dlSubject, dlStr string
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }
 
-func setup(t testing.TB) *bundle {
+func TestConformance(t *testing.T) {
+	subscribertest.Run(t, subscribertest.Harness{
+		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, natstest.URL()).env() },
+		Outage: func(t *testing.T) subscribertest.Outage {
+			u, err := url.Parse(natstest.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			px := tcpproxy.Start(t, u.Host)
+			e := newEnv(t, "nats://"+px.Addr)
+			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
+		},
+		Features: subscribertest.Features{Concurrency: true, HeldWhileDelivered: true, CountsDeliveries: true, Redelivers: true},
+	})
+}
+
+// env is a stream of the test's own, with a dead-letter stream beside it.
+type env struct {
+	nc             *nats.Conn // the test's own connection
+	js             jetstream.JetStream
+	subURL         string // where subscribers connect
+	prefix, stream string
+	dlSubject      string
+	dlStream       string
+	published      map[uuid.UUID]bool
+}
+
+// duplicates is the stream's duplicate window, short for the copies of an
+// event the suite publishes.
+const duplicates = 100 * time.Millisecond
+
+func newEnv(t *testing.T, subURL string) *env {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".effects (msg_id uuid NOT NULL, note text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	nc := natstest.Connect(t)
-	prefix, stream := natstest.NewStream(t, nc)
-	dlPrefix, dlStream := natstest.NewStream(t, nc)
-	return &bundle{pool: pool, schema: schema, in: inbox.New(d, nil), nc: nc, js: natstest.JetStream(t, nc),
-		prefix: prefix, stream: stream, dlSubject: dlPrefix + ".dead", dlStr: dlStream}
-}
-
-// config is a subscriber config for the bundle's streams, quick to retry.
-func (b *bundle) config(durable string) natssub.Config {
-	return natssub.Config{Stream: b.stream, Durable: durable, SubjectPrefix: b.prefix,
-		DeadLetterSubject: b.dlSubject, Backoff: natssub.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}
-}
-
-// effect is the handler's effect: a row in the effects table.
-func (b *bundle) effect(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO "`+b.schema+`".effects VALUES ($1, $2)`, m.ID, m.Topic)
-	return err
-}
-
-func (b *bundle) effects(t testing.TB, id uuid.UUID) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects WHERE msg_id = $1`, id).Scan(&n); err != nil {
-		t.Fatal(err)
+	js := natstest.JetStream(t, nc)
+	name, dlName := natstest.Name(t), natstest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// In memory: the server's file store races a stream's creation against
+	// the deletion of the last other stream (the account's directory goes).
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: name, Subjects: []string{name + ".>"}, Duplicates: duplicates, Storage: jetstream.MemoryStorage},
+		{Name: dlName, Subjects: []string{dlName + ".>"}, Storage: jetstream.MemoryStorage},
+	} {
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), sc.Name) })
 	}
-	return n
+	return &env{nc: nc, js: js, subURL: subURL, prefix: name, stream: name, dlSubject: dlName + ".dead", dlStream: dlName,
+		published: map[uuid.UUID]bool{}}
 }
 
-// effectCounts maps each message ID with an effect to its number of effects.
-func (b *bundle) effectCounts(t testing.TB) map[uuid.UUID]int {
-	t.Helper()
-	rows, err := b.pool.Query(context.Background(), `SELECT msg_id, count(*) FROM "`+b.schema+`".effects GROUP BY msg_id`)
+func (e *env) env() subscribertest.Env {
+	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.held,
+		DeadLetters: e.deadLetters, Source: e.prefix + ".orders", Orphan: e.orphan}
+}
+
+// config is the subscriber config for c.
+func (e *env) config(c subscribertest.Config) natssub.Config {
+	cfg := natssub.Config{Stream: e.stream, Durable: c.Group, SubjectPrefix: e.prefix, DeadLetterSubject: e.dlSubject,
+		MaxDeliver: c.MaxDeliveries, Backoff: natssub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax},
+		AckWait: 2 * time.Second, Concurrency: c.Concurrency, Hooks: natssub.Hooks{AfterCommit: c.AfterCommit}}
+	if c.RedeliverAfter != 0 {
+		cfg.AckWait = c.RedeliverAfter
+	}
+	if c.AfterSettle != nil {
+		cfg.Hooks.AfterSettle = func(st natssub.Settlement) { c.AfterSettle(settlement(st)) }
+	}
+	return cfg
+}
+
+func settlement(st natssub.Settlement) subscribertest.Settlement {
+	a := map[natssub.Action]subscribertest.Action{natssub.ActionAck: subscribertest.ActionAck,
+		natssub.ActionNak: subscribertest.ActionRetry, natssub.ActionDeadLetter: subscribertest.ActionDeadLetter}[st.Action]
+	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
+		Action: a, Delay: st.NakDelay}
+}
+
+// newSub builds a subscriber on a connection of its own to subURL, closed
+// at cleanup, after the subscriber's Stop.
+func (e *env) newSub(t *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	nc, err := nats.Connect(e.subURL, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.Timeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uuid.UUID]int{}
-	var id uuid.UUID
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { out[id] = n; return nil }); err != nil {
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return natssub.New(js, c.Inbox, c.Handler, e.config(c))
 }
 
-// publish publishes msgs through the outbox's own NATS publisher.
-func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
+// publish publishes through the outbox's NATS publisher. A copy of an
+// event published before is published again until the stream stores it
+// (the duplicate window passed).
+func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := natspub.New(natspub.Config{URL: natstest.URL(), SubjectPrefix: b.prefix})
+	p, err := natspub.New(natspub.Config{URL: natstest.URL(), SubjectPrefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = p.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, err := range p.Publish(ctx, msgs) {
-		if err != nil {
-			t.Fatalf("publish %d: %v", i, err)
+	send := func(ms []outbox.Message) {
+		for i, err := range p.Publish(ctx, ms) {
+			if err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
 		}
 	}
-}
-
-func events(n int) []outbox.Message {
-	out := make([]outbox.Message, n)
-	for i := range out {
-		out[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", Type: "OrderConfirmed",
-			Payload: []byte(`{"n":1}`), Headers: map[string]string{"correlation-id": "c1"}, CreatedAt: time.Now().UTC()}
+	var fresh []outbox.Message
+	for _, m := range msgs {
+		if !e.published[m.ID] {
+			e.published[m.ID] = true
+			fresh = append(fresh, m)
+			continue
+		}
+		send(fresh)
+		fresh = nil
+		before := e.stored(t)
+		tick := time.NewTicker(duplicates / 4)
+		for e.stored(t) == before {
+			if ctx.Err() != nil {
+				t.Fatalf("a copy of %s was not stored within 30s", m.ID)
+			}
+			send([]outbox.Message{m})
+			<-tick.C
+		}
+		tick.Stop()
 	}
-	return out
+	send(fresh)
 }
 
-// consumerInfo is the durable consumer's state on the server.
-func (b *bundle) consumerInfo(t testing.TB, durable string) *jetstream.ConsumerInfo {
+// stored is how many messages the stream holds.
+func (e *env) stored(t *testing.T) uint64 {
+	t.Helper()
+	s, err := e.js.Stream(context.Background(), e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func (e *env) publishNoID(t *testing.T, payload string) {
+	t.Helper()
+	if _, err := e.js.Publish(context.Background(), e.prefix+".orders", []byte(payload)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// held is what the durable consumer has not acknowledged: the stream's
+// messages past its ack floor (a message acknowledged out of order above
+// the floor counts too, which the suite's questions never meet); the whole
+// stream before the consumer exists. (Not NumPending + NumAckPending: a
+// Nak puts a message back in NumPending while it stays in NumAckPending.)
+func (e *env) held(t *testing.T, group string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := b.js.Consumer(ctx, b.stream, durable)
+	s, err := e.js.Stream(ctx, e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinfo, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.js.Consumer(ctx, e.stream, group)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return int(sinfo.State.Msgs)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,74 +210,55 @@ func (b *bundle) consumerInfo(t testing.TB, durable string) *jetstream.ConsumerI
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info
+	return int(sinfo.State.LastSeq - info.AckFloor.Stream)
 }
 
-// settled reports whether the consumer holds nothing: every message
-// delivered and acknowledged (or terminated).
-func (b *bundle) settled(t testing.TB, durable string) bool {
-	info := b.consumerInfo(t, durable)
-	return info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0
-}
-
-// start starts a subscriber and stops it gracefully at cleanup.
-func start(t testing.TB, b *bundle, h inbox.Handler[pgx.Tx], cfg natssub.Config) *natssub.Subscriber[pgx.Tx] {
+func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
-	s, err := natssub.New(b.js, b.in, h, cfg)
+	var out []subscribertest.DeadLetter
+	for _, m := range natstest.WaitForCount(t, e.js, e.dlStream, n, timeout) {
+		h := m.Headers()
+		d, _ := strconv.Atoi(h.Get(natssub.HeaderDeliveries))
+		hs := map[string]string{}
+		for k := range h {
+			hs[k] = h.Get(k)
+		}
+		out = append(out, subscribertest.DeadLetter{ID: h.Get(natssub.HeaderOriginalMsgID), Payload: string(m.Data()),
+			Headers: hs, Error: h.Get(natssub.HeaderError), Deliveries: d, Source: h.Get(natssub.HeaderSubject),
+			Consumer: h.Get(natssub.HeaderConsumer)})
+		if h.Get(natssub.HeaderStream) != e.stream {
+			t.Errorf("dead letter %s names stream %q, want %q", m.Subject(), h.Get(natssub.HeaderStream), e.stream)
+		}
+	}
+	return out
+}
+
+// orphan fetches n messages with the durable consumer a subscriber of c
+// creates, and never acknowledges them: JetStream redelivers them after
+// the consumer's AckWait.
+func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
+	t.Helper()
+	s, err := natssub.New(e.js, c.Inbox, c.Handler, e.config(c))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
+	cons, err := e.js.CreateOrUpdateConsumer(ctx, e.stream, s.ConsumerConfig())
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
+	got := 0
+	for got < n && ctx.Err() == nil {
+		batch, err := cons.Fetch(n-got, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	return s
-}
-
-// recorder collects settlements.
-type recorder struct {
-	mu  sync.Mutex
-	all []natssub.Settlement
-}
-
-func (r *recorder) add(s natssub.Settlement) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, s)
-}
-
-func (r *recorder) list() []natssub.Settlement {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]natssub.Settlement(nil), r.all...)
-}
-
-func (r *recorder) count(a natssub.Action) int {
-	n := 0
-	for _, s := range r.list() {
-		if s.Action == a {
-			n++
+		for range batch.Messages() {
+			got++
 		}
 	}
-	return n
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time to pass
+	if got != n {
+		t.Fatalf("the dying consumer got %d messages, want %d", got, n)
 	}
 }

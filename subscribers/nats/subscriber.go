@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
 // Subscriber consumes a durable JetStream pull consumer into an inbox. TTx
@@ -22,14 +23,8 @@ type Subscriber[TTx any] struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	started  bool
-	stopOnce sync.Once
-	stopping chan struct{} // closed by Stop: fetch no more
-	done     chan struct{} // closed when the reader and every worker have returned
-	iter     jetstream.MessagesContext
-	hctx     context.Context    // handlers' context; cancelled only by a hard stop
-	hcancel  context.CancelFunc // cancels hctx
+	lc   *consumer.Lifecycle // Stopping: fetch no more; Done: the reader and every worker have returned
+	iter jetstream.MessagesContext
 }
 
 // errExhausted is the dead-letter reason for a message delivered more than
@@ -46,9 +41,8 @@ func New[TTx any](js jetstream.JetStream, in *inbox.Inbox[TTx], h inbox.Handler[
 	if js == nil || in == nil || h == nil {
 		return nil, errors.New("nats subscriber: nil JetStream, inbox or handler")
 	}
-	return &Subscriber[TTx]{js: js, in: in, h: h, cfg: cfg,
-		log:      cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Durable),
-		stopping: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Subscriber[TTx]{js: js, in: in, h: consumer.Safe(h), cfg: cfg,
+		log: cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Durable), lc: consumer.NewLifecycle("nats subscriber")}, nil
 }
 
 // ConsumerConfig is the durable consumer Start creates or updates.
@@ -76,11 +70,10 @@ func (s *Subscriber[TTx]) ConsumerConfig() jetstream.ConsumerConfig {
 // Start checks the dead-letter subject, creates or updates the durable
 // consumer and starts handling messages. It may be called once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("nats subscriber: already started")
-	}
+	return s.lc.Start(func() error { return s.start(ctx) })
+}
+
+func (s *Subscriber[TTx]) start(ctx context.Context) error {
 	dlStream, err := s.js.StreamNameBySubject(ctx, s.cfg.DeadLetterSubject)
 	if err != nil {
 		return fmt.Errorf("nats subscriber: no stream captures the dead-letter subject %q (create one): %w", s.cfg.DeadLetterSubject, err)
@@ -97,8 +90,6 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 		return fmt.Errorf("nats subscriber: consume %s: %w", s.cfg.Durable, err)
 	}
 	s.iter = iter
-	s.hctx, s.hcancel = context.WithCancel(context.Background())
-	s.started = true
 
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
@@ -118,7 +109,7 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	}
 	go func() {
 		wg.Wait()
-		close(s.done)
+		s.lc.Done()
 	}()
 	return nil
 }
@@ -147,21 +138,16 @@ func (s *Subscriber[TTx]) read(work chan<- jetstream.Msg) {
 				return
 			}
 			s.log.Warn("nats subscriber: fetch", "err", err)
-			select { // don't spin on a persistent error; Stop ends it
-			case <-s.stopping:
-			case <-time.After(100 * time.Millisecond):
-			}
+			s.lc.Wait(100 * time.Millisecond) // don't spin on a persistent error; Stop ends it
 			continue
 		}
-		select {
-		case <-s.stopping:
+		if s.lc.Stopped() {
 			_ = m.Nak()
 			continue
-		default:
 		}
 		select {
 		case work <- m:
-		case <-s.stopping:
+		case <-s.lc.Stopping():
 			_ = m.Nak()
 		}
 	}
@@ -172,98 +158,49 @@ func (s *Subscriber[TTx]) read(work chan<- jetstream.Msg) {
 // When ctx ends first it cancels the handlers' context, waits for them to
 // return and returns ctx's error. Stop before Start, or twice, is a no-op.
 func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		return nil
-	}
-	s.stopOnce.Do(func() {
-		close(s.stopping)
-		s.iter.Drain()
-	})
-	select {
-	case <-s.done:
-		s.hcancel()
-		return nil
-	case <-ctx.Done():
-		s.hcancel()
-		<-s.done
-		return ctx.Err()
-	}
+	return s.lc.Stop(ctx, func() { s.iter.Drain() })
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
 // handlers Config.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	return s.Stop(stopCtx)
+	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
 
 // process handles one delivery and settles it.
 func (s *Subscriber[TTx]) process(m jetstream.Msg) {
-	ctx := s.hctx
+	ctx := s.lc.Context()
 	st := Settlement{Subject: m.Subject()}
-	md, mdErr := m.Metadata()
-	if mdErr == nil {
-		st.Delivery = int(md.NumDelivered)
-	}
-	msg, err := Decode(m, s.cfg.SubjectPrefix)
-	st.Message = msg
-	switch {
-	case mdErr != nil:
-		s.log.Error("nats subscriber: not a JetStream message", "subject", m.Subject(), "err", mdErr)
+	md, err := m.Metadata()
+	if err != nil {
+		s.log.Error("nats subscriber: not a JetStream message", "subject", m.Subject(), "err", err)
 		_ = m.Term()
 		return
-	case err != nil:
-		s.deadLetter(ctx, m, md, &st, err)
-	case st.Delivery > s.cfg.MaxDeliver:
-		// Earlier deliveries ended without a result. Ask the inbox whether
-		// one of them committed before dead-lettering.
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, func(context.Context, TTx, inbox.Message) error { return errExhausted })
-		switch {
-		case st.Err == nil: // handled before the crash: a duplicate
-			s.ack(ctx, m, &st)
-		case errors.Is(st.Err, errExhausted):
-			s.deadLetter(ctx, m, md, &st, st.Err)
-		default: // the inbox could not tell (database down): ask again later
-			s.nak(m, &st)
-		}
-	default:
-		stop := s.heartbeat(m)
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, s.safe)
-		stop()
-		switch {
-		case st.Err == nil:
-			s.ack(ctx, m, &st)
-		case ctx.Err() != nil: // a hard Stop cut the handler short: not its fault
-			st.Action = ActionNak
-			_ = m.Nak()
-		case inbox.IsPermanent(st.Err) || st.Delivery >= s.cfg.MaxDeliver:
-			s.deadLetter(ctx, m, md, &st, st.Err)
-		default:
-			s.nak(m, &st)
-		}
+	}
+	st.Delivery = int(md.NumDelivered)
+	msg, err := Decode(m, s.cfg.SubjectPrefix)
+	st.Message = msg
+	stop := func() {}
+	if err == nil {
+		stop = s.heartbeat(m)
+	}
+	r := consumer.Handle(ctx, s.in, s.h, msg, err, st.Delivery, s.cfg.MaxDeliver, errExhausted)
+	stop()
+	st.Outcome, st.Err = r.Outcome, r.Err
+	switch r.Verdict {
+	case consumer.Ack:
+		s.ack(ctx, m, &st)
+	case consumer.Release: // a hard Stop cut the handler short: not its fault
+		st.Action = ActionNak
+		_ = m.Nak()
+	case consumer.DeadLetter:
+		s.deadLetter(ctx, m, md, &st, r.Err)
+	case consumer.Retry:
+		s.nak(m, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
 		s.cfg.Hooks.AfterSettle(st)
 	}
-}
-
-// safe runs the handler, turning a panic into an error (the transaction
-// rolls back and the message is retried).
-func (s *Subscriber[TTx]) safe(ctx context.Context, tx TTx, msg inbox.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return s.h(ctx, tx, msg)
 }
 
 // heartbeat tells the server the message is in progress every AckWait/2

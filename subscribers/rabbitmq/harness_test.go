@@ -5,28 +5,39 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/inbox/pginbox"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
 	rabbitsub "github.com/outboxgo/outbox/subscribers/rabbitmq"
+	"github.com/outboxgo/outbox/subscribers/subscribertest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	subscribertest.Run(t, subscribertest.Harness{
+		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, rabbitURL()).env() },
+		Outage: func(t *testing.T) subscribertest.Outage {
+			const local = "127.0.0.1:5672"
+			if !strings.Contains(rabbitURL(), "@"+local+"/") {
+				t.Skip("the outage case proxies the local RabbitMQ only")
+			}
+			px := tcpproxy.Start(t, local)
+			e := newEnv(t, strings.Replace(rabbitURL(), local, px.Addr, 1))
+			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
+		},
+		Features: subscribertest.Features{Concurrency: true},
+	})
 }
 
 func rabbitURL() string {
@@ -35,19 +46,17 @@ func rabbitURL() string {
 
 var seq atomic.Int64
 
-// bundle is what a subscriber test needs: its own schema (inbox and effects
-// tables), its own exchange, queue and dead-letter queue.
-type bundle struct {
-	pool            *pgxpool.Pool
-	schema          string
-	in              *inbox.Inbox[pgx.Tx]
-	conn            *amqp.Connection
-	ch              *amqp.Channel
+// env is an exchange of the test's own, routing "orders" to a queue, and
+// a dead-letter queue. Every group shares the one queue.
+type env struct {
+	ch              *amqp.Channel // the test's own
+	subURL          string        // where subscribers connect
 	exchange, queue string
 	deadQueue       string
+	dead            []subscribertest.DeadLetter // taken from deadQueue so far
 }
 
-func setup(t testing.TB) *bundle {
+func newEnv(t testing.TB, subURL string) *env {
 	t.Helper()
 	conn, err := amqp.DialConfig(rabbitURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
@@ -59,74 +68,59 @@ func setup(t testing.TB) *bundle {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("outbox-subtest-%d-%d", os.Getpid(), seq.Add(1))
-	b := &bundle{conn: conn, ch: ch, exchange: name, queue: name, deadQueue: name + "-dead"}
+	e := &env{ch: ch, subURL: subURL, exchange: name, queue: name, deadQueue: name + "-dead"}
 	if err := ch.ExchangeDeclare(name, amqp.ExchangeDirect, false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{b.queue, b.deadQueue} {
+	for _, q := range []string{e.queue, e.deadQueue} {
 		if _, err := ch.QueueDeclare(q, false, false, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := ch.QueueBind(b.queue, "orders", name, false, nil); err != nil {
+	if err := ch.QueueBind(e.queue, "orders", name, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = ch.QueueDelete(b.queue, false, false, false)
-		_, _ = ch.QueueDelete(b.deadQueue, false, false, false)
+		_, _ = ch.QueueDelete(e.queue, false, false, false)
+		_, _ = ch.QueueDelete(e.deadQueue, false, false, false)
 		_ = ch.ExchangeDelete(name, false, false)
 	})
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".effects (msg_id uuid NOT NULL, note text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	b.pool, b.schema, b.in = pool, schema, inbox.New(d, nil)
-	return b
+	return e
 }
 
-// config is a subscriber config for the bundle's queues, quick to retry.
-func (b *bundle) config() rabbitsub.Config {
-	return rabbitsub.Config{URL: rabbitURL(), Queue: b.queue, DeadLetterRoutingKey: b.deadQueue,
-		ReconnectDelay: 20 * time.Millisecond,
-		Backoff:        rabbitsub.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}
+func (e *env) env() subscribertest.Env {
+	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.held,
+		DeadLetters: e.deadLetters, Source: "orders", Consumer: func(string) string { return e.queue }, Orphan: e.orphan}
 }
 
-func (b *bundle) effect(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO "`+b.schema+`".effects VALUES ($1, $2)`, m.ID, m.Topic)
-	return err
-}
-
-func (b *bundle) effects(t testing.TB, id uuid.UUID) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects WHERE msg_id = $1`, id).Scan(&n); err != nil {
-		t.Fatal(err)
+// config is the subscriber config for c; Group and RedeliverAfter have no
+// counterpart.
+func (e *env) config(c subscribertest.Config) rabbitsub.Config {
+	cfg := rabbitsub.Config{URL: e.subURL, Queue: e.queue, DeadLetterRoutingKey: e.deadQueue, ReconnectDelay: 20 * time.Millisecond,
+		MaxDeliveries: c.MaxDeliveries, Backoff: rabbitsub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax}, Concurrency: c.Concurrency,
+		Hooks: rabbitsub.Hooks{AfterCommit: c.AfterCommit}}
+	if c.AfterSettle != nil {
+		cfg.Hooks.AfterSettle = func(st rabbitsub.Settlement) { c.AfterSettle(settlement(st)) }
 	}
-	return n
+	return cfg
 }
 
-func (b *bundle) allEffects(t testing.TB) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+func settlement(st rabbitsub.Settlement) subscribertest.Settlement {
+	a := map[rabbitsub.Action]subscribertest.Action{rabbitsub.ActionAck: subscribertest.ActionAck,
+		rabbitsub.ActionRetry: subscribertest.ActionRetry, rabbitsub.ActionDeadLetter: subscribertest.ActionDeadLetter,
+		rabbitsub.ActionRequeue: subscribertest.ActionRelease}[st.Action]
+	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
+		Action: a, Delay: st.RetryDelay}
+}
+
+func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	return rabbitsub.New(c.Inbox, c.Handler, e.config(c))
 }
 
 // publish publishes msgs through the outbox's own RabbitMQ publisher.
-func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
+func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := rabbitpub.New(rabbitpub.Config{URL: rabbitURL(), Exchange: b.exchange})
+	p, err := rabbitpub.New(rabbitpub.Config{URL: rabbitURL(), Exchange: e.exchange})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,109 +134,79 @@ func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
 	}
 }
 
-func events(n int) []outbox.Message {
-	out := make([]outbox.Message, n)
-	for i := range out {
-		out[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", Type: "OrderConfirmed",
-			Payload: []byte(`{"n":1}`), Headers: map[string]string{"correlation-id": "c1"}, CreatedAt: time.Now().UTC()}
+func (e *env) publishNoID(t *testing.T, payload string) {
+	t.Helper()
+	if err := e.ch.PublishWithContext(context.Background(), e.exchange, "orders", false, false,
+		amqp.Publishing{Body: []byte(payload)}); err != nil {
+		t.Fatal(err)
 	}
-	return out
 }
 
-// ready is how many messages the queue holds ready (not counting those
-// delivered and not yet acknowledged).
-func (b *bundle) ready(t testing.TB, queue string) int {
+// held is how many messages the queue holds ready: those delivered to a
+// connected consumer and not yet acknowledged are not counted.
+func (e *env) held(t *testing.T, _ string) int {
 	t.Helper()
-	q, err := b.ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	q, err := e.ch.QueueDeclarePassive(e.queue, false, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q.Messages
 }
 
-// dead gets the dead letters, n of them, waiting for them.
-func (b *bundle) dead(t testing.TB, n int) []amqp.Delivery {
+// deadLetters takes the dead letters from their queue, keeping those taken
+// before.
+func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
-	var out []amqp.Delivery
-	waitFor(t, fmt.Sprintf("%d dead letters", n), 30*time.Second, func() bool {
-		d, ok, err := b.ch.Get(b.deadQueue, true)
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(e.dead) < n && time.Now().Before(deadline) {
+		d, ok, err := e.ch.Get(e.deadQueue, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			out = append(out, d)
+		if !ok {
+			<-tick.C
+			continue
 		}
-		return len(out) >= n
-	})
-	return out
+		hs := map[string]string{}
+		for k, v := range d.Headers {
+			hs[k] = fmt.Sprint(v)
+		}
+		deliveries, _ := d.Headers[rabbitsub.HeaderDeliveries].(int32)
+		e.dead = append(e.dead, subscribertest.DeadLetter{ID: d.MessageId, Payload: string(d.Body), Headers: hs,
+			Error: hs[rabbitsub.HeaderError], Deliveries: int(deliveries), Source: hs[rabbitsub.HeaderRoutingKey],
+			Consumer: hs[rabbitsub.HeaderQueue]})
+	}
+	return append([]subscribertest.DeadLetter(nil), e.dead...)
 }
 
-func start(t testing.TB, b *bundle, h inbox.Handler[pgx.Tx], cfg rabbitsub.Config) *rabbitsub.Subscriber[pgx.Tx] {
+// orphan takes n messages with a consumer of its own connection, and
+// closes the connection without acknowledging them: the broker requeues
+// them.
+func (e *env) orphan(t *testing.T, _ subscribertest.Config, n int) {
 	t.Helper()
-	s, err := rabbitsub.New(b.in, h, cfg)
+	conn, err := amqp.Dial(rabbitURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(context.Background()); err != nil {
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return s
-}
-
-type recorder struct {
-	mu  sync.Mutex
-	all []rabbitsub.Settlement
-}
-
-func (r *recorder) add(s rabbitsub.Settlement) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, s)
-}
-
-func (r *recorder) list() []rabbitsub.Settlement {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]rabbitsub.Settlement(nil), r.all...)
-}
-
-func (r *recorder) count(a rabbitsub.Action) int {
-	n := 0
-	for _, s := range r.list() {
-		if s.Action == a {
-			n++
-		}
+	if err := ch.Qos(n, 0, false); err != nil {
+		t.Fatal(err)
 	}
-	return n
-}
-
-func (r *recorder) actions() string {
-	var out []string
-	for _, s := range r.list() {
-		out = append(out, s.Action.String())
+	ds, err := ch.Consume(e.queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return strings.Join(out, ",")
-}
-
-// waitFor polls cond on a ticker until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !cond() {
+	for i := range n {
 		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
+		case <-ds:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the dying consumer got %d messages, want %d", i, n)
 		}
 	}
 }

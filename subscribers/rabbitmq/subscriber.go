@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/redact"
+	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
 // Subscriber consumes a RabbitMQ queue into an inbox. TTx is the inbox's
@@ -21,14 +21,7 @@ type Subscriber[TTx any] struct {
 	h   inbox.Handler[TTx]
 	cfg Config
 	log *slog.Logger
-
-	mu       sync.Mutex
-	started  bool
-	stopOnce sync.Once
-	stopping chan struct{} // closed by Stop
-	done     chan struct{} // closed when the run loop has returned
-	hctx     context.Context
-	hcancel  context.CancelFunc
+	lc  *consumer.Lifecycle // Done: the run loop has returned
 }
 
 // errExhausted is the dead-letter reason for a message delivered more than
@@ -45,9 +38,8 @@ func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subs
 	if in == nil || h == nil {
 		return nil, errors.New("rabbitmq subscriber: nil inbox or handler")
 	}
-	return &Subscriber[TTx]{in: in, h: h, cfg: cfg,
-		log:      cfg.Logger.With("queue", cfg.Queue, "url", redact.URL(cfg.URL)),
-		stopping: make(chan struct{}), done: make(chan struct{})}, nil
+	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: cfg,
+		log: cfg.Logger.With("queue", cfg.Queue, "url", redact.URL(cfg.URL)), lc: consumer.NewLifecycle("rabbitmq subscriber")}, nil
 }
 
 // session is one connection: a consuming channel and a confirming channel
@@ -101,27 +93,22 @@ func (s *Subscriber[TTx]) connect() (*session, error) {
 // Start connects, runs Setup, checks the queue and starts consuming; after
 // that the subscriber reconnects by itself. It may be called once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("rabbitmq subscriber: already started")
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	sess, err := s.connect()
-	if err != nil {
-		return err
-	}
-	s.hctx, s.hcancel = context.WithCancel(context.Background())
-	s.started = true
-	go s.run(sess)
-	return nil
+	return s.lc.Start(func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sess, err := s.connect()
+		if err != nil {
+			return err
+		}
+		go s.run(sess)
+		return nil
+	})
 }
 
 // run serves sessions until Stop, reconnecting when one drops.
 func (s *Subscriber[TTx]) run(sess *session) {
-	defer close(s.done)
+	defer s.lc.Done()
 	delay := s.cfg.ReconnectDelay
 	for {
 		if sess != nil {
@@ -132,30 +119,14 @@ func (s *Subscriber[TTx]) run(sess *session) {
 			_ = sess.conn.Close()
 			delay = s.cfg.ReconnectDelay
 		}
-		if s.stopped() {
+		if s.lc.Stopped() || !s.lc.Wait(delay) {
 			return
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-s.stopping:
-			t.Stop()
-			return
-		case <-t.C:
 		}
 		var err error
 		if sess, err = s.connect(); err != nil {
 			s.log.Warn("rabbitmq subscriber: reconnect failed", "err", err, "retry_in", delay)
 			delay = min(2*delay, maxReconnectDelay)
 		}
-	}
-}
-
-func (s *Subscriber[TTx]) stopped() bool {
-	select {
-	case <-s.stopping:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -169,7 +140,7 @@ func (s *Subscriber[TTx]) serve(sess *session) {
 		go func() {
 			defer wg.Done()
 			for d := range sess.deliveries {
-				if s.stopped() {
+				if s.lc.Stopped() {
 					_ = d.Nack(false, true)
 					continue
 				}
@@ -180,7 +151,7 @@ func (s *Subscriber[TTx]) serve(sess *session) {
 	served := make(chan struct{})
 	go func() {
 		select {
-		case <-s.stopping:
+		case <-s.lc.Stopping():
 			if err := sess.ch.Cancel(sess.tag, false); err != nil {
 				_ = sess.conn.Close()
 			}
@@ -189,7 +160,7 @@ func (s *Subscriber[TTx]) serve(sess *session) {
 	}()
 	wg.Wait()
 	close(served)
-	if !s.stopped() {
+	if !s.lc.Stopped() {
 		s.log.Warn("rabbitmq subscriber: lost the connection; reconnecting")
 	}
 }
@@ -200,82 +171,36 @@ func (s *Subscriber[TTx]) serve(sess *session) {
 // messages are handed back), waits for them and returns ctx's error. Stop
 // before Start, or twice, is a no-op.
 func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		return nil
-	}
-	s.stopOnce.Do(func() { close(s.stopping) })
-	select {
-	case <-s.done:
-		s.hcancel()
-		return nil
-	case <-ctx.Done():
-		s.hcancel()
-		<-s.done
-		return ctx.Err()
-	}
+	return s.lc.Stop(ctx, nil)
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
 // handlers Config.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	return s.Stop(stopCtx)
+	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
 
 // process handles one delivery and settles it.
 func (s *Subscriber[TTx]) process(sess *session, d amqp.Delivery) {
-	ctx := s.hctx
 	_, rk := origin(d)
 	st := Settlement{RoutingKey: rk, Delivery: Deliveries(d)}
 	msg, err := Decode(d, s.cfg.RoutingKeyPrefix)
 	st.Message = msg
-	switch {
-	case err != nil:
-		s.deadLetter(sess, d, &st, err)
-	case st.Delivery > s.cfg.MaxDeliveries:
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, func(context.Context, TTx, inbox.Message) error { return errExhausted })
-		switch {
-		case st.Err == nil:
-			s.ack(d, &st)
-		case errors.Is(st.Err, errExhausted):
-			s.deadLetter(sess, d, &st, st.Err)
-		default:
-			s.retry(sess, d, &st)
-		}
-	default:
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, s.safe)
-		switch {
-		case st.Err == nil:
-			s.ack(d, &st)
-		case ctx.Err() != nil:
-			s.requeue(d, &st)
-		case inbox.IsPermanent(st.Err) || st.Delivery >= s.cfg.MaxDeliveries:
-			s.deadLetter(sess, d, &st, st.Err)
-		default:
-			s.retry(sess, d, &st)
-		}
+	r := consumer.Handle(s.lc.Context(), s.in, s.h, msg, err, st.Delivery, s.cfg.MaxDeliveries, errExhausted)
+	st.Outcome, st.Err = r.Outcome, r.Err
+	switch r.Verdict {
+	case consumer.Ack:
+		s.ack(d, &st)
+	case consumer.Release:
+		s.requeue(d, &st)
+	case consumer.DeadLetter:
+		s.deadLetter(sess, d, &st, r.Err)
+	case consumer.Retry:
+		s.retry(sess, d, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
 		s.cfg.Hooks.AfterSettle(st)
 	}
-}
-
-// safe runs the handler, turning a panic into an error.
-func (s *Subscriber[TTx]) safe(ctx context.Context, tx TTx, msg inbox.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return s.h(ctx, tx, msg)
 }
 
 // ack acknowledges a committed (or duplicate) message. A lost ack (the
@@ -321,11 +246,7 @@ func (s *Subscriber[TTx]) publish(sess *session, exchange, key string, p amqp.Pu
 func (s *Subscriber[TTx]) retry(sess *session, d amqp.Delivery, st *Settlement) {
 	st.RetryDelay = s.cfg.Backoff.delay(st.Delivery)
 	s.log.Info("rabbitmq subscriber: handler failed; retrying", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.RetryDelay, "err", st.Err)
-	t := time.NewTimer(st.RetryDelay)
-	select {
-	case <-t.C:
-	case <-s.stopping:
-		t.Stop()
+	if !s.lc.Wait(st.RetryDelay) {
 		s.requeue(d, st)
 		return
 	}

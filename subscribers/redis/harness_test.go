@@ -2,30 +2,44 @@ package redis_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/inbox/pginbox"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	redispub "github.com/outboxgo/outbox/publishers/redis"
 	redissub "github.com/outboxgo/outbox/subscribers/redis"
+	"github.com/outboxgo/outbox/subscribers/subscribertest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	subscribertest.Run(t, subscribertest.Harness{
+		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, "").env() },
+		Outage: func(t *testing.T) subscribertest.Outage {
+			opts, err := goredis.ParseURL(redisURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			px := tcpproxy.Start(t, opts.Addr)
+			return subscribertest.Outage{Env: newEnv(t, px.Addr).env(), Cut: px.Cut, Restore: px.Restore}
+		},
+		Features: subscribertest.Features{Concurrency: true, HeldWhileDelivered: true, CountsDeliveries: true, Redelivers: true},
+	})
 }
 
 func redisURL() string {
@@ -34,17 +48,17 @@ func redisURL() string {
 
 var seq atomic.Int64
 
-// bundle is what a subscriber test needs: its own schema (inbox and effects
-// tables) and its own stream prefix.
-type bundle struct {
-	pool   *pgxpool.Pool
-	schema string
-	in     *inbox.Inbox[pgx.Tx]
-	rdb    *goredis.Client
+// env is a stream and a dead-letter stream under a prefix of the test's
+// own; subscribers share a client of their own.
+type env struct {
+	rdb    *goredis.Client // the test's own
+	sub    *goredis.Client // the subscribers'
 	prefix string
 }
 
-func setup(t testing.TB) *bundle {
+// newEnv connects to Redis; the subscribers' client goes to subAddr ("":
+// Redis itself).
+func newEnv(t testing.TB, subAddr string) *env {
 	t.Helper()
 	opts, err := goredis.ParseURL(redisURL())
 	if err != nil {
@@ -65,58 +79,55 @@ func setup(t testing.TB) *bundle {
 			_ = rdb.Del(context.Background(), keys...).Err()
 		}
 	})
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
+	subOpts := *opts
+	if subAddr != "" {
+		subOpts.Addr = subAddr
 	}
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE "`+schema+`".effects (msg_id uuid NOT NULL, note text NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	return &bundle{pool: pool, schema: schema, in: inbox.New(d, nil), rdb: rdb, prefix: prefix}
+	sub := goredis.NewClient(&subOpts)
+	t.Cleanup(func() { _ = sub.Close() }) // after the subscribers' Stop
+	return &env{rdb: rdb, sub: sub, prefix: prefix}
 }
 
-func (b *bundle) stream() string     { return b.prefix + "orders" }
-func (b *bundle) deadStream() string { return b.prefix + "dead" }
+func (e *env) stream() string     { return e.prefix + "orders" }
+func (e *env) deadStream() string { return e.prefix + "dead" }
 
-// config is a subscriber config for the bundle's stream, quick to retry.
-func (b *bundle) config(group string) redissub.Config {
-	return redissub.Config{Streams: []string{b.stream()}, StreamPrefix: b.prefix, Group: group,
-		DeadLetterStream: b.deadStream(), ClaimIdle: 2 * time.Second, PollInterval: 5 * time.Millisecond,
-		Block: 50 * time.Millisecond, Backoff: redissub.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}}
+func (e *env) env() subscribertest.Env {
+	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.held,
+		DeadLetters: e.deadLetters, Source: e.stream(), Orphan: e.orphan}
 }
 
-func (b *bundle) effect(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
-	_, err := tx.Exec(ctx, `INSERT INTO "`+b.schema+`".effects VALUES ($1, $2)`, m.ID, m.Topic)
-	return err
-}
-
-func (b *bundle) effects(t testing.TB, id uuid.UUID) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects WHERE msg_id = $1`, id).Scan(&n); err != nil {
-		t.Fatal(err)
+// config is the subscriber config for c: quick to poll, ClaimIdle 2s
+// unless c says.
+func (e *env) config(c subscribertest.Config) redissub.Config {
+	cfg := redissub.Config{Streams: []string{e.stream()}, StreamPrefix: e.prefix, Group: c.Group,
+		DeadLetterStream: e.deadStream(), ClaimIdle: 2 * time.Second, PollInterval: 5 * time.Millisecond,
+		Block: 50 * time.Millisecond, MaxDeliveries: c.MaxDeliveries, Concurrency: c.Concurrency,
+		Backoff: redissub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax}, Hooks: redissub.Hooks{AfterCommit: c.AfterCommit}}
+	if c.RedeliverAfter != 0 {
+		cfg.ClaimIdle = c.RedeliverAfter
 	}
-	return n
+	if c.AfterSettle != nil {
+		cfg.Hooks.AfterSettle = func(st redissub.Settlement) { c.AfterSettle(settlement(st)) }
+	}
+	return cfg
 }
 
-func (b *bundle) allEffects(t testing.TB) int {
-	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM "`+b.schema+`".effects`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+func settlement(st redissub.Settlement) subscribertest.Settlement {
+	a := map[redissub.Action]subscribertest.Action{redissub.ActionAck: subscribertest.ActionAck,
+		redissub.ActionRetry: subscribertest.ActionRetry, redissub.ActionDeadLetter: subscribertest.ActionDeadLetter,
+		redissub.ActionRelease: subscribertest.ActionRelease}[st.Action]
+	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
+		Action: a, Delay: st.RetryDelay}
+}
+
+func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	return redissub.New(e.sub, c.Inbox, c.Handler, e.config(c))
 }
 
 // publish publishes msgs through the outbox's own Redis publisher.
-func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
+func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := redispub.New(redispub.Config{Client: b.rdb, StreamPrefix: b.prefix})
+	p, err := redispub.New(redispub.Config{Client: e.rdb, StreamPrefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,83 +139,86 @@ func (b *bundle) publish(t testing.TB, msgs ...outbox.Message) {
 	}
 }
 
-func events(n int) []outbox.Message {
-	out := make([]outbox.Message, n)
-	for i := range out {
-		out[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", Type: "OrderConfirmed",
-			Payload: []byte(`{"n":1}`), Headers: map[string]string{"correlation-id": "c1"}, CreatedAt: time.Now().UTC()}
+func (e *env) publishNoID(t *testing.T, payload string) {
+	t.Helper()
+	if err := e.rdb.XAdd(context.Background(), &goredis.XAddArgs{Stream: e.stream(), Values: []any{redispub.FieldPayload, payload}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// held is what group has not acknowledged: its pending entries and those
+// it has not read (its lag); the whole stream before the group exists.
+func (e *env) held(t *testing.T, group string) int {
+	t.Helper()
+	ctx := context.Background()
+	n, err := e.rdb.XLen(ctx, e.stream()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := e.rdb.XInfoGroups(ctx, e.stream()).Result()
+	if err != nil && !strings.Contains(err.Error(), "no such key") {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g.Name == group {
+			if g.Lag < 0 {
+				t.Fatalf("group %s: lag unknown", group)
+			}
+			return int(g.Pending + g.Lag)
+		}
+	}
+	return int(n)
+}
+
+func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		xs, err := e.rdb.XRange(context.Background(), e.deadStream(), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(xs) >= n || !time.Now().Before(deadline) {
+			return deadLetters(t, xs)
+		}
+		<-tick.C
+	}
+}
+
+func deadLetters(t *testing.T, xs []goredis.XMessage) []subscribertest.DeadLetter {
+	var out []subscribertest.DeadLetter
+	for _, x := range xs {
+		str := func(k string) string { s, _ := x.Values[k].(string); return s }
+		var hs map[string]string
+		if h := str(redispub.FieldHeaders); h != "" {
+			if err := json.Unmarshal([]byte(h), &hs); err != nil {
+				t.Errorf("dead letter %s: headers %q: %v", x.ID, h, err)
+			}
+		}
+		d, _ := strconv.Atoi(str(redissub.FieldDeadDeliveries))
+		out = append(out, subscribertest.DeadLetter{ID: str(redispub.FieldID), Payload: str(redispub.FieldPayload), Headers: hs,
+			Error: str(redissub.FieldError), Deliveries: d, Source: str(redissub.FieldDeadStream), Consumer: str(redissub.FieldDeadGroup)})
 	}
 	return out
 }
 
-// settled reports whether the group holds no pending entry.
-func (b *bundle) settled(t testing.TB, group string) bool {
+// orphan reads n entries as a consumer of c.Group that never acknowledges
+// them: they stay pending until a subscriber claims them, ClaimIdle
+// later.
+func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
 	t.Helper()
-	p, err := b.rdb.XPending(context.Background(), b.stream(), group).Result()
-	if err != nil {
+	ctx := context.Background()
+	if err := e.rdb.XGroupCreateMkStream(ctx, e.stream(), c.Group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	return p.Count == 0
-}
-
-func start(t testing.TB, b *bundle, h inbox.Handler[pgx.Tx], cfg redissub.Config) *redissub.Subscriber[pgx.Tx] {
-	t.Helper()
-	s, err := redissub.New(b.rdb, b.in, h, cfg)
-	if err != nil {
+	res, err := e.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: c.Group, Consumer: "dead",
+		Streams: []string{e.stream(), ">"}, Count: int64(n), Block: -1}).Result()
+	if err != nil && !errors.Is(err, goredis.Nil) {
 		t.Fatal(err)
 	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return s
-}
-
-type recorder struct {
-	mu  sync.Mutex
-	all []redissub.Settlement
-}
-
-func (r *recorder) add(s redissub.Settlement) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.all = append(r.all, s)
-}
-
-func (r *recorder) list() []redissub.Settlement {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]redissub.Settlement(nil), r.all...)
-}
-
-func (r *recorder) count(a redissub.Action) int {
-	n := 0
-	for _, s := range r.list() {
-		if s.Action == a {
-			n++
-		}
-	}
-	return n
-}
-
-// waitFor polls cond on a ticker until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
+	if len(res) != 1 || len(res[0].Messages) != n {
+		t.Fatalf("the dying consumer read %v, want %d entries", res, n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
 // Subscriber consumes Redis streams through a consumer group into an inbox.
@@ -25,14 +26,8 @@ type Subscriber[TTx any] struct {
 
 	slots chan struct{} // one token per running handler
 
-	mu       sync.Mutex
-	started  bool
-	stopOnce sync.Once
-	stopping chan struct{} // closed by Stop: read and claim no more
-	done     chan struct{} // closed when every goroutine has returned
-	hctx     context.Context
-	hcancel  context.CancelFunc
-	wg       sync.WaitGroup
+	lc *consumer.Lifecycle // Stopping: read and claim no more; Done: every goroutine has returned
+	wg sync.WaitGroup
 
 	heldMu sync.Mutex
 	held   map[string]map[string]struct{} // stream → entry IDs being handled
@@ -53,9 +48,9 @@ func New[TTx any](rdb goredis.UniversalClient, in *inbox.Inbox[TTx], h inbox.Han
 	if rdb == nil || in == nil || h == nil {
 		return nil, errors.New("redis subscriber: nil client, inbox or handler")
 	}
-	return &Subscriber[TTx]{rdb: rdb, in: in, h: h, cfg: cfg,
+	return &Subscriber[TTx]{rdb: rdb, in: in, h: consumer.Safe(h), cfg: cfg,
 		log:   cfg.Logger.With("group", cfg.Group, "consumer", cfg.Consumer),
-		slots: make(chan struct{}, cfg.Concurrency), stopping: make(chan struct{}), done: make(chan struct{}),
+		slots: make(chan struct{}, cfg.Concurrency), lc: consumer.NewLifecycle("redis subscriber"),
 		held: map[string]map[string]struct{}{}}, nil
 }
 
@@ -66,21 +61,16 @@ func (s *Subscriber[TTx]) Consumer() string { return s.cfg.Consumer }
 // (XGROUP CREATE … 0 MKSTREAM) and starts handling entries. It may be
 // called once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("redis subscriber: already started")
-	}
-	if err := s.createGroups(ctx); err != nil {
-		return err
-	}
-	s.hctx, s.hcancel = context.WithCancel(context.Background())
-	s.started = true
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); s.read() }()
-	go func() { defer s.wg.Done(); s.keepAlive() }()
-	go func() { s.wg.Wait(); close(s.done) }()
-	return nil
+	return s.lc.Start(func() error {
+		if err := s.createGroups(ctx); err != nil {
+			return err
+		}
+		s.wg.Add(2)
+		go func() { defer s.wg.Done(); s.read() }()
+		go func() { defer s.wg.Done(); s.keepAlive() }()
+		go func() { s.wg.Wait(); s.lc.Done() }()
+		return nil
+	})
 }
 
 // createGroups creates the group on each stream where it is missing.
@@ -100,53 +90,13 @@ func (s *Subscriber[TTx]) createGroups(ctx context.Context) error {
 // their entries are left pending, claimable at once. Stop before Start, or
 // twice, is a no-op.
 func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		return nil
-	}
-	s.stopOnce.Do(func() { close(s.stopping) })
-	select {
-	case <-s.done:
-		s.hcancel()
-		return nil
-	case <-ctx.Done():
-		s.hcancel()
-		<-s.done
-		return ctx.Err()
-	}
+	return s.lc.Stop(ctx, nil)
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
 // handlers Config.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	return s.Stop(stopCtx)
-}
-
-func (s *Subscriber[TTx]) stopped() bool {
-	select {
-	case <-s.stopping:
-		return true
-	default:
-		return false
-	}
-}
-
-// pause waits d or until Stop.
-func (s *Subscriber[TTx]) pause(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.stopping:
-	case <-t.C:
-	}
+	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
 
 // acquire takes one slot, waiting for it, and then up to n-1 more that are
@@ -154,7 +104,7 @@ func (s *Subscriber[TTx]) pause(d time.Duration) {
 func (s *Subscriber[TTx]) acquire(n int) int {
 	select {
 	case s.slots <- struct{}{}:
-	case <-s.stopping:
+	case <-s.lc.Stopping():
 		return 0
 	}
 	got := 1
@@ -189,20 +139,20 @@ func (s *Subscriber[TTx]) read() {
 		streams = append(streams, ">")
 	}
 	nextClaim := time.Now()
-	for !s.stopped() {
+	for !s.lc.Stopped() {
 		n := s.acquire(s.cfg.Concurrency)
 		if n == 0 {
 			return
 		}
 		if now := time.Now(); !now.Before(nextClaim) {
 			for _, stream := range s.cfg.Streams {
-				if n > 0 && !s.stopped() {
+				if n > 0 && !s.lc.Stopped() {
 					n = s.claimStream(stream, n)
 				}
 			}
 			nextClaim = now.Add(s.cfg.PollInterval)
 		}
-		if n == 0 || s.stopped() {
+		if n == 0 || s.lc.Stopped() {
 			s.release(n)
 			continue
 		}
@@ -216,13 +166,13 @@ func (s *Subscriber[TTx]) read() {
 				if strings.HasPrefix(err.Error(), "NOGROUP") { // a stream was deleted
 					s.createGroups(context.Background())
 				}
-				s.pause(100 * time.Millisecond)
+				s.lc.Wait(100 * time.Millisecond)
 			}
 			continue
 		}
 		for _, xs := range res {
 			for _, e := range xs.Messages {
-				if s.stopped() { // read but not started: leave it claimable
+				if s.lc.Stopped() { // read but not started: leave it claimable
 					s.markIdle(xs.Stream, e.ID, s.cfg.ClaimIdle)
 					continue
 				}
@@ -272,7 +222,7 @@ func (s *Subscriber[TTx]) keepAlive() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stopping:
+		case <-s.lc.Stopping():
 			return
 		case <-t.C:
 			s.heartbeat()
@@ -320,7 +270,7 @@ func (s *Subscriber[TTx]) claimStream(stream string, n int) int {
 		} else if err != nil {
 			s.log.Warn("redis subscriber: delivery count", "stream", stream, "entry", e.ID, "err", err)
 		}
-		if s.stopped() {
+		if s.lc.Stopped() {
 			s.markIdle(stream, e.ID, s.cfg.ClaimIdle)
 			continue
 		}
@@ -374,52 +324,25 @@ func (s *Subscriber[TTx]) markIdle(stream, id string, idle time.Duration) {
 
 // process handles one delivery and settles it.
 func (s *Subscriber[TTx]) process(stream string, e goredis.XMessage, delivery int) {
-	ctx := s.hctx
 	st := Settlement{Stream: stream, EntryID: e.ID, Delivery: delivery}
 	msg, err := Decode(stream, e, s.cfg.StreamPrefix, delivery)
 	st.Message = msg
-	switch {
-	case err != nil:
-		s.deadLetter(stream, e, &st, err)
-	case delivery > s.cfg.MaxDeliveries:
-		// Earlier deliveries ended without a result. Ask the inbox whether
-		// one of them committed before dead-lettering.
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, func(context.Context, TTx, inbox.Message) error { return errExhausted })
-		switch {
-		case st.Err == nil:
-			s.ack(stream, e, &st)
-		case errors.Is(st.Err, errExhausted):
-			s.deadLetter(stream, e, &st, st.Err)
-		default:
-			s.retry(stream, e, &st)
-		}
-	default:
-		st.Outcome, st.Err = s.in.Handle(ctx, msg, s.safe)
-		switch {
-		case st.Err == nil:
-			s.ack(stream, e, &st)
-		case ctx.Err() != nil: // a hard Stop cut the handler short
-			st.Action = ActionRelease
-			s.markIdle(stream, e.ID, s.cfg.ClaimIdle)
-		case inbox.IsPermanent(st.Err) || delivery >= s.cfg.MaxDeliveries:
-			s.deadLetter(stream, e, &st, st.Err)
-		default:
-			s.retry(stream, e, &st)
-		}
+	r := consumer.Handle(s.lc.Context(), s.in, s.h, msg, err, delivery, s.cfg.MaxDeliveries, errExhausted)
+	st.Outcome, st.Err = r.Outcome, r.Err
+	switch r.Verdict {
+	case consumer.Ack:
+		s.ack(stream, e, &st)
+	case consumer.Release: // a hard Stop cut the handler short: claimable at once
+		st.Action = ActionRelease
+		s.markIdle(stream, e.ID, s.cfg.ClaimIdle)
+	case consumer.DeadLetter:
+		s.deadLetter(stream, e, &st, r.Err)
+	case consumer.Retry:
+		s.retry(stream, e, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
 		s.cfg.Hooks.AfterSettle(st)
 	}
-}
-
-// safe runs the handler, turning a panic into an error.
-func (s *Subscriber[TTx]) safe(ctx context.Context, tx TTx, msg inbox.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return s.h(ctx, tx, msg)
 }
 
 // ack acknowledges a committed (or duplicate) entry. A lost XACK leaves the

@@ -1,0 +1,40 @@
+package subscribertest
+
+import (
+	"testing"
+)
+
+// Run runs every case against h, each in parallel on an Env of its own.
+func Run(t *testing.T, h Harness) {
+	if h.Setup == nil {
+		t.Fatal("subscribertest: Harness.Setup is nil")
+	}
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T, Harness)
+	}{
+		{"Delivery", testDelivery},
+		{"DuplicateHasOneEffect", testDuplicateHasOneEffect},
+		{"RetryThenSucceed", testRetryThenSucceed},
+		{"AckAfterCommit", testAckAfterCommit},
+		{"DeadLetters", testDeadLetters},
+		{"Order", testOrder},
+		{"OrderPerKey", testOrderPerKey},
+		{"Concurrency", testConcurrency},
+		{"SharedGroup", testSharedGroup},
+		{"Resume", testResume},
+		{"GracefulStop", testGracefulStop},
+		{"HardStop", testHardStop},
+		{"RunUntilCancelled", testRunUntilCancelled},
+		{"Lifecycle", testLifecycle},
+		{"Orphan", testOrphan},
+		{"OrphanPastMaxDeliveries", testOrphanPastMaxDeliveries},
+		{"SlowHandlerKeepsMessage", testSlowHandlerKeepsMessage},
+		{"Outage", testOutage},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.f(t, h)
+		})
+	}
+}
