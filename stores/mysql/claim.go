@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -23,9 +26,58 @@ func claimSQL(table string) string {
 		ORDER BY available_at, seq LIMIT ? FOR UPDATE SKIP LOCKED`
 }
 
-// orderedClaimSQL is claimSQL with per-key order: a row with a key is taken
-// only when it is its key's head, the lowest seq among the key's pending
-// rows, due or not:
+// headsSQL lists the heads of up to ? keys — each key's lowest pending
+// seq, due or not — in key order, after the key ? (and, when bounded, up to
+// the key ?): a loose index scan of pending_keys, one index dive per key
+// however many rows each key has pending. It is a plain consistent read
+// (the statement's snapshot S): it locks nothing. Blank keys — the empty
+// key and keys of spaces only, which the PAD SPACE collation compares
+// equal to it — are left to blankClaimSQL (key > ”). Keys equal but for
+// trailing spaces ("a", "a ") are one group here, whose MIN(seq) is the
+// head of one of them: they take turns as if they were one key, which
+// keeps each one's order and costs only parallelism.
+func headsSQL(table string, bounded bool) string {
+	upper := ""
+	if bounded {
+		upper = " AND `key` <= ?"
+	}
+	return "SELECT `key`, MIN(seq) FROM " + table + " FORCE INDEX (pending_keys)" +
+		" WHERE status = " + statusPending + " AND `key` > ?" + upper +
+		" GROUP BY status, `key` ORDER BY status, `key` LIMIT ?"
+}
+
+// lockHeadsSQL locks, among the heads headsSQL listed (seqs, as integer
+// literals), up to ? that are still pending and due, oldest first, by
+// primary key: FOR UPDATE SKIP LOCKED reads each one's latest version and
+// skips those another batch holds. Why this never claims a row out of
+// turn: a listed row R is the head of its key in S, so every row of the
+// key with a lower seq was published, dead or deleted in S — and none can
+// be pending again later but by Replay, the operator's choice; rows of
+// the key committed after S have higher seqs (writers of a key take turns
+// on the key-lock table, so a key's seqs follow commit order) and are not
+// listed. If R stopped being the head since S, it is no longer pending
+// (published by another batch), and the recheck drops it. A listed head
+// held by another batch is skipped, and its successors were never listed:
+// the key waits. A head not due (a retry, NotBefore) fails the recheck and
+// its key waits as a whole.
+func lockHeadsSQL(table string, seqs []uint64) string {
+	var b strings.Builder
+	b.WriteString("SELECT " + recordCols + " FROM " + table + " FORCE INDEX (PRIMARY) WHERE seq IN (")
+	for i, q := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(q, 10))
+	}
+	b.WriteString(") AND status = " + statusPending + " AND available_at <= ? ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED")
+	return b.String()
+}
+
+// blankClaimSQL claims along pending_keys the rows of the blank keys — the
+// empty key and keys of spaces only, which the PAD SPACE collation compares
+// equal to it (key = ”) — normally just the unkeyed rows, oldest first. An
+// unkeyed row is always taken; a row with a (blank) key only when it is its
+// key's head, the lowest seq among the key's pending rows, due or not:
 //
 //	seq = (SELECT seq FROM t AS h WHERE h.status = pending AND h.key = t.key
 //	       ORDER BY seq LIMIT 1)
@@ -67,15 +119,118 @@ func claimSQL(table string) string {
 //
 // The claim never waits for a lock: the outer read skips, the subquery
 // does not lock. A rejected row is locked for the time of one check.
-func orderedClaimSQL(table string) string {
+func blankClaimSQL(table string) string {
 	return `SELECT ` + recordCols + ` FROM ` + table + ` AS t FORCE INDEX (pending)
-		WHERE t.status = ` + statusPending + ` AND t.available_at <= ?
+		WHERE t.status = ` + statusPending + " AND t.`key` = '' AND t.available_at <= ?" + `
 		AND (LENGTH(t.` + "`key`" + `) = 0 OR t.seq = (
 			SELECT h.seq FROM ` + table + ` AS h FORCE INDEX (pending_keys)
 			WHERE h.status = ` + statusPending + ` AND h.` + "`key`" + ` = t.` + "`key`" + `
 			AND LENGTH(h.` + "`key`" + `) = LENGTH(t.` + "`key`" + `)
 			ORDER BY h.seq LIMIT 1))
 		ORDER BY t.available_at, t.seq LIMIT ? FOR UPDATE SKIP LOCKED`
+}
+
+// blankProbeSQL says, with one dive into pending_keys, whether any blank
+// key has a pending row: blankClaimSQL walks the pending rows in due order
+// and skips the keyed ones, so without this a claim would pass over the
+// whole keyed backlog to find no unkeyed row.
+func blankProbeSQL(table string) string {
+	return "SELECT 1 FROM " + table + " FORCE INDEX (pending_keys) WHERE status = " + statusPending + " AND `key` = '' LIMIT 1"
+}
+
+// headsPerClaim is how many heads a claim of n lists: more than n, since
+// some are held by other batches or not due.
+func headsPerClaim(n int) int { return 2 * n }
+
+// claimOrdered runs the ordered claim in tx: the heads of keys from the
+// store's cursor on (then from the first key up to the cursor), locked by
+// lockHeadsSQL, then blank-key rows to fill the batch.
+func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, limit int) ([]stores.Record, error) {
+	cursor := s.cursor.get()
+	want := headsPerClaim(limit)
+	keys, seqs, err := s.heads(ctx, tx, false, cursor, "", want)
+	if err != nil {
+		return nil, err
+	}
+	next := "" // a short list ran to the last key: start again from the first
+	if n := len(seqs); n == want {
+		next = keys[n-1]
+	} else if cursor != "" {
+		k2, s2, err := s.heads(ctx, tx, true, "", cursor, want-n)
+		if err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, s2...)
+		if len(s2) == want-n {
+			next = k2[len(k2)-1]
+		}
+	}
+	s.cursor.set(next)
+	var recs []stores.Record
+	if len(seqs) > 0 {
+		if recs, err = queryRecords(ctx, tx, lockHeadsSQL(s.table, seqs), now, limit); err != nil {
+			return nil, err
+		}
+	}
+	if left := limit - len(recs); left > 0 {
+		var one int
+		switch err := tx.QueryRowContext(ctx, s.blankProbeSQL).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return recs, nil
+		case err != nil:
+			return nil, err
+		}
+		more, err := queryRecords(ctx, tx, s.blankClaimSQL, now, left)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, more...)
+	}
+	return recs, nil
+}
+
+// heads runs headsSQL.
+func (s *Store) heads(ctx context.Context, tx *sql.Tx, bounded bool, after, upTo string, n int) (keys []string, seqs []uint64, err error) {
+	args := []any{after}
+	q := s.headsSQL
+	if bounded {
+		args, q = append(args, upTo), s.headsBoundedSQL
+	}
+	rows, err := tx.QueryContext(ctx, q, append(args, n)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k   string
+			seq uint64
+		)
+		if err := rows.Scan(&k, &seq); err != nil {
+			return nil, nil, err
+		}
+		keys, seqs = append(keys, k), append(seqs, seq)
+	}
+	return keys, seqs, rows.Err()
+}
+
+// keyCursor is where the last ordered claim's list of heads stopped, so the
+// next one starts after it and no key starves.
+type keyCursor struct {
+	mu  sync.Mutex
+	key string
+}
+
+func (c *keyCursor) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key
+}
+
+func (c *keyCursor) set(k string) {
+	c.mu.Lock()
+	c.key = k
+	c.mu.Unlock()
 }
 
 // Claim implements stores.Store. It takes a connection of its own, bounds
@@ -110,11 +265,11 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		b.release(ctx, false)
 		return nil, wrap("claim", err)
 	}
-	q := s.orderedClaimSQL
 	if p.Unordered {
-		q = s.claimSQL
+		b.recs, err = queryRecords(ctx, b.tx, s.claimSQL, dbTime(p.Now), p.Limit)
+	} else {
+		b.recs, err = s.claimOrdered(ctx, b.tx, dbTime(p.Now), p.Limit)
 	}
-	b.recs, err = queryRecords(ctx, b.tx, q, dbTime(p.Now), p.Limit)
 	if err != nil {
 		_ = b.Abort(ctx)
 		return nil, wrap("claim", err)

@@ -114,19 +114,20 @@
 // Events with the same non-empty Key are published in the order their
 // transactions committed, one at a time (ClaimParams.Unordered turns this
 // off). A claim takes a keyed event only when it is its key's head: no
-// pending event of the key has a lower seq, due or not. The condition is a
-// subquery on the (status, key, seq) index, which does not lock and reads
-// the statement's snapshot, while the claim's own read locks each
-// candidate (skipping those another relay holds) and checks its latest
-// version; the comment of orderedClaimSQL argues why this never takes a
-// key's second event while its head is in flight, waiting for a retry or
-// not yet due. So a key whose head waits, waits as a whole, and other keys
-// go on; Store.DeadLetter lets a key go past a head that keeps failing.
-//
-// The claim reads pending events oldest first and skips those that are not
-// heads: a key with a deep backlog whose head waits costs each claim a
-// pass over that backlog's due events.
-//
+// pending event of the key has a lower seq, due or not. It first lists the
+// heads of up to twice the batch's keys with a loose index scan of the
+// (status, key, seq) index — one dive per key, a plain read that locks
+// nothing — walking the keys round-robin from where the last claim of the
+// process stopped, so no key starves; then it locks those heads by primary
+// key with FOR UPDATE SKIP LOCKED, rechecking that each is still pending
+// and due. The comment of lockHeadsSQL argues why this never takes a key's
+// second event while its head is in flight, waiting for a retry or not yet
+// due. So a key whose head waits, waits as a whole, and other keys go on;
+// Store.DeadLetter lets a key go past a head that keeps failing. Unkeyed
+// events fill the rest of the batch, oldest first (blankClaimSQL, which
+// also orders the rare keys made of spaces only). A claim's cost follows
+// the number of keys it lists, not the depth of their backlogs.
+
 // Commit order per key comes from the write side. AUTO_INCREMENT hands
 // seqs out at insert, so two transactions enqueueing for one key could
 // commit in the other order than their seqs. So Enqueue first upserts a

@@ -20,9 +20,10 @@ type Store struct {
 	table    string // quoted
 	idRows   string // see Config.idRows
 	claimSQL string // unordered
-	// orderedClaimSQL is the default claim, with per-key order.
-	orderedClaimSQL string
-	sess            atomic.Pointer[session] // set by the first claim
+	// The default claim, with per-key order: see claimOrdered.
+	headsSQL, headsBoundedSQL, blankClaimSQL, blankProbeSQL string
+	cursor                                                  keyCursor
+	sess                                                    atomic.Pointer[session] // set by the first claim
 }
 
 var _ stores.Store = (*Store)(nil)
@@ -35,7 +36,8 @@ func New(db *sql.DB, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	t := c.quotedTable()
-	return &Store{db: db, cfg: c, table: t, idRows: c.idRows(), claimSQL: claimSQL(t), orderedClaimSQL: orderedClaimSQL(t)}, nil
+	return &Store{db: db, cfg: c, table: t, idRows: c.idRows(), claimSQL: claimSQL(t),
+		headsSQL: headsSQL(t, false), headsBoundedSQL: headsSQL(t, true), blankClaimSQL: blankClaimSQL(t), blankProbeSQL: blankProbeSQL(t)}, nil
 }
 
 // Config returns the store's configuration with defaults applied.
