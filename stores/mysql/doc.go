@@ -72,9 +72,10 @@
 //	SELECT … WHERE status = 3 AND available_at <= ?
 //	ORDER BY available_at, seq LIMIT ? FOR UPDATE SKIP LOCKED
 //
-// on the (status, available_at, seq) index, with the head condition of
-// Ordering unless ClaimParams.Unordered: rows another relay holds are
-// skipped, never waited for. The transaction stays open while the relay
+// on the (status, available_at, seq) index when ClaimParams.Unordered; by
+// default, the keys' heads as described under Ordering. Either way rows
+// another relay holds are skipped, never waited for. The transaction stays
+// open while the relay
 // publishes. Complete applies the outcome in one statement per kind and
 // commits; Abort rolls back. Each statement names its rows in one JSON
 // array parameter, turned into rows by JSON_TABLE and joined to the unique
