@@ -16,8 +16,9 @@ type Config struct {
 	// Ignored when Client is set.
 	URL string
 	// Client is an existing client to publish with. When set, New does not
-	// connect and Close does not close it. Default nil: New makes one from
-	// URL.
+	// connect and Close does not close it; give it ContextTimeoutEnabled,
+	// or Publish may outlast its context's deadline by the client's
+	// ReadTimeout. Default nil: New makes one from URL.
 	Client goredis.UniversalClient
 
 	// StreamPrefix, when set, puts every message on the stream
@@ -30,9 +31,12 @@ type Config struct {
 	// MaxLen, when positive, trims each stream to about MaxLen entries on
 	// every XADD (MAXLEN ~ MaxLen). Default 0: no trimming.
 	MaxLen int64
-	// MaxPayload is the largest payload the publisher sends; a larger one
-	// fails as permanent without being sent. Default 512 MiB (Redis's
-	// default proto-max-bulk-len) minus 1 KiB.
+	// MaxPayload is the largest payload the publisher sends, and the
+	// largest headers field (the headers' JSON); a larger one fails as
+	// permanent without being sent. Keep it at most the server's
+	// proto-max-bulk-len: Redis answers a longer bulk string by closing the
+	// connection, which fails the whole pipeline as an outage. Default
+	// 512 MiB (Redis's default proto-max-bulk-len) minus 1 KiB.
 	MaxPayload int
 }
 
@@ -68,7 +72,9 @@ func (c Config) validate() error {
 }
 
 // options parses the URL into client options, with command retries off
-// unless the URL sets max_retries.
+// unless the URL sets max_retries, and Publish's context deadline bounding
+// the socket reads and writes (without it go-redis waits up to its
+// ReadTimeout, 5 s by default, whatever the deadline).
 func options(rawURL string) (*goredis.Options, error) {
 	opts, err := goredis.ParseURL(rawURL)
 	if err != nil {
@@ -77,5 +83,6 @@ func options(rawURL string) (*goredis.Options, error) {
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = -1
 	}
+	opts.ContextTimeoutEnabled = true
 	return opts, nil
 }

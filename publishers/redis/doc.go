@@ -41,9 +41,10 @@
 //
 // # Errors
 //
-//   - publishers.Permanent: the payload is larger than Config.MaxPayload
-//     (checked before sending; Redis refuses bulk strings over its
-//     proto-max-bulk-len, 512 MiB by default, by closing the connection).
+//   - publishers.Permanent: the payload, or the headers' JSON, is larger
+//     than Config.MaxPayload (checked before sending; Redis refuses bulk
+//     strings over its proto-max-bulk-len, 512 MiB by default, by closing
+//     the connection, which fails the whole pipeline as an outage).
 //   - publishers.Unavailable: closed publisher, ended context, network
 //     errors and timeouts, a closed client, and the server errors that say
 //     Redis cannot take writes now: LOADING, BUSY, MASTERDOWN, TRYAGAIN,

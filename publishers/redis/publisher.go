@@ -31,7 +31,8 @@ const (
 var (
 	// ErrClosed: published after Close (unavailable).
 	ErrClosed = errors.New("redis publisher closed")
-	// ErrTooLarge: the payload exceeds Config.MaxPayload (permanent).
+	// ErrTooLarge: the payload, or the headers' JSON, exceeds
+	// Config.MaxPayload (permanent).
 	ErrTooLarge = errors.New("message too large")
 )
 
@@ -84,15 +85,18 @@ func (p *Publisher) stream(topic string) string {
 	return p.cfg.StreamPrefix + topic
 }
 
-// values are the fields of m's entry, in order.
-func values(m *outbox.Message) ([]any, error) {
-	headers := []byte("{}")
-	if len(m.Headers) > 0 {
-		var err error
-		if headers, err = json.Marshal(m.Headers); err != nil {
-			return nil, err
-		}
+// headersField is the FieldHeaders value of m's entry.
+func headersField(m *outbox.Message) (string, error) {
+	if len(m.Headers) == 0 {
+		return "{}", nil
 	}
+	b, err := json.Marshal(m.Headers)
+	return string(b), err
+}
+
+// values are the fields of m's entry, in order; headers is its
+// headersField.
+func values(m *outbox.Message, headers string) []any {
 	created := ""
 	if !m.CreatedAt.IsZero() {
 		created = m.CreatedAt.UTC().Format(time.RFC3339Nano)
@@ -107,8 +111,8 @@ func values(m *outbox.Message) ([]any, error) {
 		FieldType, m.Type,
 		FieldPayload, payload,
 		FieldCreatedAt, created,
-		FieldHeaders, string(headers),
-	}, nil
+		FieldHeaders, headers,
+	}
 }
 
 // Publish appends msgs to their streams in one pipeline and returns one
@@ -141,12 +145,19 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: %w: %d bytes, limit %d", m.ID, ErrTooLarge, len(m.Payload), p.cfg.MaxPayload))
 			continue
 		}
-		vals, err := values(m)
+		headers, err := headersField(m)
 		if err != nil {
 			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: headers: %w", m.ID, err))
 			continue
 		}
-		args := &goredis.XAddArgs{Stream: p.stream(m.Topic), ID: "*", Values: vals}
+		// The headers are one bulk string too: over the server's
+		// proto-max-bulk-len, Redis would close the connection, failing
+		// the whole pipeline as an outage at every retry.
+		if len(headers) > p.cfg.MaxPayload {
+			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: %w: headers are %d bytes of JSON, limit %d", m.ID, ErrTooLarge, len(headers), p.cfg.MaxPayload))
+			continue
+		}
+		args := &goredis.XAddArgs{Stream: p.stream(m.Topic), ID: "*", Values: values(m, headers)}
 		if p.cfg.MaxLen > 0 {
 			args.MaxLen, args.Approx = p.cfg.MaxLen, true
 		}

@@ -2,11 +2,13 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/publishers"
 	redispub "github.com/outboxgo/outbox/publishers/redis"
 )
@@ -86,5 +88,70 @@ func TestConfigFromURL(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: %v", bad, err)
 		}
+	}
+}
+
+// TestLargeHeadersPermanent: headers whose JSON is over MaxPayload fail that
+// message alone, as permanent, without being sent; the rest of the
+// pipeline is appended. Sent, a headers field over the server's
+// proto-max-bulk-len would make Redis close the connection, failing the
+// whole pipeline as an outage at every retry.
+func TestLargeHeadersPermanent(t *testing.T) {
+	rdb := connect(t)
+	prefix := newPrefix(t, rdb)
+	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix, MaxPayload: testMaxPayload})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("b"),
+			Headers: map[string]string{"big": strings.Repeat("h", testMaxPayload)}},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("c")},
+	}
+	errs := p.Publish(ctx, msgs)
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("small messages: %v, %v", errs[0], errs[2])
+	}
+	if !publishers.IsPermanent(errs[1]) || !errors.Is(errs[1], redispub.ErrTooLarge) || !strings.Contains(errs[1].Error(), "headers") {
+		t.Errorf("headers over MaxPayload: got %v, want a permanent ErrTooLarge about the headers", errs[1])
+	}
+	got := read(t, rdb, prefix+testTopic, 2, 15*time.Second)
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != 2 || ids[0] != msgs[0].ID.String() || ids[1] != msgs[2].ID.String() {
+		t.Errorf("the stream holds %v, want %v and %v", ids, msgs[0].ID, msgs[2].ID)
+	}
+}
+
+// TestPublishHonorsDeadline: with the way to Redis stalled, Publish returns
+// by its context's deadline (unavailable), not after go-redis's 5 s
+// ReadTimeout.
+func TestPublishHonorsDeadline(t *testing.T) {
+	rdb := connect(t)
+	px := tcpproxy.Start(t, rdb.Options().Addr)
+	u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
+	p := newPublisher(t, redispub.Config{URL: u, StreamPrefix: newPrefix(t, rdb)})
+	defer p.Close()
+	publish := func(timeout time.Duration) (error, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("x")}})
+		return errs[0], time.Since(start)
+	}
+	if err, _ := publish(5 * time.Second); err != nil { // connected
+		t.Fatal(err)
+	}
+	px.Stall(true)
+	defer px.Stall(false)
+	err, took := publish(300 * time.Millisecond)
+	if !publishers.IsUnavailable(err) {
+		t.Errorf("stalled: got %v, want unavailable", err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("stalled: Publish took %v with a 300ms deadline", took)
 	}
 }
