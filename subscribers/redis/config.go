@@ -48,7 +48,8 @@ type Config struct {
 	ClaimIdle time.Duration
 	// PollInterval is how often the subscriber looks for entries to claim
 	// (failed entries whose backoff has passed, entries of crashed
-	// consumers). Default 1s.
+	// consumers); while a claim fills every free handler slot, it claims
+	// again as soon as a slot is free. Default 1s.
 	PollInterval time.Duration
 	// Block is how long an XREADGROUP waits for new entries; Stop may wait
 	// this long for the read to return. Default 1s.

@@ -26,7 +26,9 @@
 // with XPENDING that this consumer still owns the entry) so that it reaches
 // Config.ClaimIdle after the backoff (Config.Backoff, doubling with each
 // delivery), and every instance of the group claims entries idle for
-// ClaimIdle with XAUTOCLAIM, every Config.PollInterval. The delivery count
+// ClaimIdle with XAUTOCLAIM, every Config.PollInterval, and again as soon
+// as a handler slot is free while a claim fills every free slot (a backlog
+// of due entries drains at the handlers' pace). The delivery count
 // is the entry's XPENDING counter. While a handler runs its entry is kept
 // alive (its idle time reset) every ClaimIdle/3, so a slow handler is not
 // claimed by another instance; an entry whose consumer crashed is claimed

@@ -131,7 +131,12 @@ func (s *Subscriber[TTx]) opCtx() (context.Context, context.CancelFunc) {
 
 // read takes new entries with XREADGROUP, as many as there are free slots,
 // and every PollInterval first claims entries idle for ClaimIdle. One
-// goroutine does both, so claims are not starved of slots.
+// goroutine does both, so claims are not starved of slots. A claim that
+// fills every free slot may have left more claimable entries: the next
+// claim then comes as soon as a slot is free, not a PollInterval later, so
+// a backlog of due retries (a database outage fails every entry read
+// meanwhile) drains at the handlers' pace rather than at Concurrency
+// entries per PollInterval.
 func (s *Subscriber[TTx]) read() {
 	streams := make([]string, 0, 2*len(s.cfg.Streams))
 	streams = append(streams, s.cfg.Streams...)
@@ -151,6 +156,9 @@ func (s *Subscriber[TTx]) read() {
 				}
 			}
 			nextClaim = now.Add(s.cfg.PollInterval)
+			if n == 0 { // every slot went to a claimed entry: there may be more
+				nextClaim = now
+			}
 		}
 		if n == 0 || s.lc.Stopped() {
 			s.release(n)

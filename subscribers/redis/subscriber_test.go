@@ -2,14 +2,19 @@ package redis_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/inbox/pginbox"
+	"github.com/outboxgo/outbox/internal/pgtest"
 	redissub "github.com/outboxgo/outbox/subscribers/redis"
+	"github.com/outboxgo/outbox/subscribers/subscribertest"
 )
 
 func TestConfigChecks(t *testing.T) {
@@ -30,5 +35,54 @@ func TestConfigChecks(t *testing.T) {
 		if _, err := redissub.New(rdb, in, nop, c); err == nil {
 			t.Errorf("%s: New accepted %+v", name, c)
 		}
+	}
+}
+
+// TestClaimBacklogAtHandlerPace: a backlog of claimable entries (here a
+// crashed consumer's) drains as fast as the handlers go, not at
+// Concurrency entries per PollInterval: a claim that fills every free slot
+// is followed by another as soon as a slot is free.
+func TestClaimBacklogAtHandlerPace(t *testing.T) {
+	const n = 30
+	e := newEnv(t, "")
+	pool := pgtest.Pool(t)
+	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Payload: []byte("{}")}
+	}
+	e.publish(t, msgs...)
+	const group = "backlog"
+	e.orphan(t, subscribertest.Config{Group: group}, n)
+	const claimIdle = 100 * time.Millisecond
+	time.Sleep(claimIdle) // every orphaned entry is claimable
+
+	var handled atomic.Int64
+	cfg := redissub.Config{Streams: []string{e.stream()}, StreamPrefix: e.prefix, Group: group,
+		DeadLetterStream: e.deadStream(), ClaimIdle: claimIdle, PollInterval: time.Minute,
+		Block: 50 * time.Millisecond, Concurrency: 1, Backoff: redissub.Backoff{Min: 10 * time.Millisecond, Max: claimIdle},
+		Hooks: redissub.Hooks{AfterCommit: func(inbox.Message, inbox.Outcome) { handled.Add(1) }}}
+	sub, err := redissub.New(e.sub, inbox.New(d, nil), func(context.Context, pgx.Tx, inbox.Message) error { return nil }, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for handled.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := handled.Load(); got < n {
+		t.Errorf("%d of %d claimable entries handled in 10s with PollInterval 1m and Concurrency 1", got, n)
 	}
 }
