@@ -9,5 +9,6 @@ func TestFaults(t *testing.T) {
 	t.Run("postgres+nats", func(t *testing.T) { runFaults(t, newPostgres(t), newNATS(t)) })
 	t.Run("postgres+rabbitmq", func(t *testing.T) { runFaults(t, newPostgres(t), newRabbitMQ(t)) })
 	t.Run("postgres+kafka", func(t *testing.T) { runFaults(t, newPostgres(t), newKafka(t)) })
+	t.Run("postgres+redis", func(t *testing.T) { runFaults(t, newPostgres(t), newRedis(t)) })
 	t.Run("mariadb+nats", func(t *testing.T) { runFaults(t, newMariaDB(t), newNATS(t)) })
 }

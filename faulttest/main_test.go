@@ -25,7 +25,7 @@ const (
 	envDBKind     = "OUTBOX_FAULTS_DB_KIND"     // "postgres" or "mariadb"
 	envDB         = "OUTBOX_FAULTS_DB"          // the database's URL or DSN
 	envSchema     = "OUTBOX_FAULTS_SCHEMA"      // PostgreSQL's schema
-	envBrokerKind = "OUTBOX_FAULTS_BROKER_KIND" // "nats", "rabbitmq" or "kafka"
+	envBrokerKind = "OUTBOX_FAULTS_BROKER_KIND" // "nats", "rabbitmq", "kafka" or "redis"
 	envBroker     = "OUTBOX_FAULTS_BROKER"      // the relays' way to the broker (the proxy)
 	envBrokerDir  = "OUTBOX_FAULTS_BROKER_DIRECT"
 	envPrefix     = "OUTBOX_FAULTS_PREFIX" // subject prefix, exchange or topic prefix
@@ -92,6 +92,8 @@ func relayProcess(mode string) error {
 		pub, err = rabbitRelayPublisher(log)
 	case "kafka":
 		pub, err = kafkaRelayPublisher(log)
+	case "redis":
+		pub, err = redisRelayPublisher(log)
 	default:
 		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
 	}
@@ -165,6 +167,8 @@ func inboxProcess() error {
 		err = rabbitSubscribe(ctx, in, h)
 	case "kafka":
 		err = kafkaSubscribe(ctx, in, h)
+	case "redis":
+		err = redisSubscribe(ctx, in, h)
 	default:
 		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
 	}
