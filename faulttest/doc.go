@@ -6,8 +6,8 @@
 // phantom arrived, per-key order held and the inbox applied every effect
 // exactly once. One run serves every database and broker through two
 // interfaces (database, broker); TestFaults runs PostgreSQL with NATS
-// JetStream, RabbitMQ and Kafka (kfake), and MariaDB with NATS JetStream,
-// each on private servers. See docs/faults.md.
+// JetStream, RabbitMQ, Kafka (kfake) and Redis Streams, and MariaDB with
+// NATS JetStream, each on private servers. See docs/faults.md.
 //
 // The package has tests only; run them with
 //
