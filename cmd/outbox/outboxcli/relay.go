@@ -1,12 +1,17 @@
 package outboxcli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxgo/outbox/internal/backoff"
 	"github.com/outboxgo/outbox/internal/natsembed"
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
@@ -21,6 +26,7 @@ var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "red
 
 type relayFlags struct {
 	brokerURL     string
+	brokerWait    time.Duration
 	dataDir       string
 	embeddedPort  int
 	subjectPrefix string
@@ -44,7 +50,8 @@ A failed event is retried with exponential backoff. An unkeyed one becomes
 dead after --max-attempts; a keyed one holds its key until it succeeds or is
 dead-lettered by hand ('outbox dead-letter ID'), unless --keyed-failure is
 dead-letter. See 'outbox dead' and 'outbox replay'. While the broker is
-unreachable the relay pauses as a whole and charges no event an attempt.
+unreachable the relay pauses as a whole and charges no event an attempt; one
+started while the broker is unreachable waits for it (see --broker-wait).
 SIGINT or SIGTERM stop it gracefully: in-flight batches finish first.
 
 Without --broker-url it runs an embedded NATS JetStream server under
@@ -63,6 +70,7 @@ Brokers, by URL scheme:
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://, kafka://, amqp:// or redis:// URL (none: run an embedded NATS JetStream)")
+	fl.DurationVar(&f.brokerWait, "broker-wait", 0, "at start, how long to keep trying an unreachable broker before giving up (0: until interrupted)")
 	fl.StringVar(&f.dataDir, "data-dir", "outbox-data", "without --broker-url: where the embedded NATS JetStream keeps its data")
 	fl.IntVar(&f.embeddedPort, "embedded-port", 0, "without --broker-url: the embedded NATS server's port on 127.0.0.1 (0: a free one)")
 	fl.StringVar(&f.subjectPrefix, "subject-prefix", "", "NATS: publish topic T on subject PREFIX.T (default: on T)")
@@ -111,7 +119,10 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 		}
 		defer stop()
 	}
-	pub, where, err := f.openPublisher(cmd, log)
+	pub, where, err := f.connect(cmd, log)
+	if errors.Is(err, context.Canceled) {
+		return nil // interrupted while waiting for the broker
+	}
 	if err != nil {
 		return err
 	}
@@ -131,6 +142,53 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	return err
 }
 
+// connect opens the publisher. While the broker is unreachable it tries
+// again, 0.5 s apart doubling to 30 s, until interrupted or for at most
+// --broker-wait: a relay started during a broker outage waits for the
+// broker, as a running one does. Any other error (a bad URL parameter,
+// refused credentials, a stream that cannot be made) ends it at once.
+func (f *relayFlags) connect(cmd *cobra.Command, log *slog.Logger) (publishers.Publisher, string, error) {
+	ctx := cmd.Context()
+	start := time.Now()
+	for n := 1; ; n++ {
+		p, where, err := f.openPublisher(cmd, log)
+		var u unreachableError
+		if err == nil || !errors.As(err, &u) {
+			return p, where, err
+		}
+		d := backoff.Delay(500*time.Millisecond, 30*time.Second, 0.2, n)
+		if f.brokerWait > 0 && time.Since(start)+d > f.brokerWait {
+			return nil, "", fmt.Errorf("%w (still unreachable after --broker-wait %v)", err, f.brokerWait)
+		}
+		log.Warn("broker unreachable; trying again", "retry_in", d.Round(time.Millisecond), "error", err)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// unreachableError marks an error that says the broker could not be
+// reached, as opposed to refusing what it was given.
+type unreachableError struct{ error }
+
+func (e unreachableError) Unwrap() error { return e.error }
+
+// brokerError is the error of opening the publisher at where: one line,
+// redacted, marked unreachableError when err says the broker could not be
+// reached (connection refused, timed out, no server).
+func brokerError(prefix, where string, err error) error {
+	e := fmt.Errorf("%s %s: %s", prefix, where, redact.Text(err.Error()))
+	var ne net.Error
+	if publishers.IsUnavailable(err) || errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne) {
+		return unreachableError{e}
+	}
+	return e
+}
+
 func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publishers.Publisher, string, error) {
 	sch, err := scheme("broker-url", f.brokerURL, brokerSchemes...)
 	if err != nil {
@@ -148,7 +206,7 @@ func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publis
 	}
 	if p != nil || err != nil {
 		if err != nil {
-			return nil, "", fmt.Errorf("broker %s: %s", where, redact.Text(err.Error()))
+			return nil, "", brokerError("broker", where, err)
 		}
 		return p, where, nil
 	}
@@ -156,7 +214,7 @@ func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publis
 	case "nats":
 		p, err := natspub.New(natspub.Config{URL: f.brokerURL, SubjectPrefix: f.subjectPrefix})
 		if err != nil {
-			return nil, "", fmt.Errorf("cannot reach NATS at %s: %s", where, redact.Text(err.Error()))
+			return nil, "", brokerError("cannot reach NATS at", where, err)
 		}
 		if f.stream != "" {
 			subj := ">"
