@@ -130,6 +130,10 @@ func startMariaServer(t testing.TB) (*mariaServer, error) {
 		return nil, err
 	}
 	s := &mariaServer{dir: dir, data: filepath.Join(dir, "data")}
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	if os.Geteuid() == 0 { // mariadbd refuses root unless told; run it as mysql
 		u, err := user.Lookup("mysql")
 		if err != nil {
@@ -138,13 +142,16 @@ func startMariaServer(t testing.TB) (*mariaServer, error) {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
+		for _, d := range []string{dir, filepath.Join(dir, "tmp")} {
+			if err := os.Chown(d, uid, gid); err != nil {
+				_ = os.RemoveAll(dir)
+				return nil, err
+			}
 		}
 		s.runAs = "mysql"
 	}
-	args := []string{"--no-defaults", "--datadir=" + s.data, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	args := []string{"--no-defaults", "--datadir=" + s.data, "--auth-root-authentication-method=normal", "--skip-test-db",
+		"--tmpdir=" + filepath.Join(dir, "tmp")} // passed on to the bootstrap mariadbd: see start
 	if s.runAs != "" {
 		args = append(args, "--user="+s.runAs)
 	}
@@ -167,7 +174,11 @@ func startMariaServer(t testing.TB) (*mariaServer, error) {
 func (s *mariaServer) start() error {
 	args := []string{"--no-defaults", "--datadir=" + s.data, fmt.Sprintf("--port=%d", s.port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(s.dir, "sock"), "--pid-file=" + filepath.Join(s.dir, "pid"),
-		"--log-error=" + filepath.Join(s.dir, "error.log"), "--max-connections=300"}
+		"--log-error=" + filepath.Join(s.dir, "error.log"), "--max-connections=300",
+		// A tmpdir of its own: at start, mariadbd deletes every #sql* file
+		// in its tmpdir, and in the default /tmp those include the shared
+		// server's temporary tables, in use.
+		"--tmpdir=" + filepath.Join(s.dir, "tmp")}
 	if s.runAs != "" {
 		args = append(args, "--user="+s.runAs)
 	}
