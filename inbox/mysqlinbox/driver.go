@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/inbox/internal/sqltx"
 )
 
 // Driver is an inbox table in a MySQL or MariaDB database, used through
@@ -59,25 +60,8 @@ func (d *Driver) Migrate(ctx context.Context) error {
 
 // RunTx implements inbox.Driver. The transaction has db's default isolation
 // (REPEATABLE READ unless the server or the DSN says otherwise).
-func (d *Driver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("mysqlinbox: begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback() // also on panic
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	committed = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("mysqlinbox: commit: %w", err)
-	}
-	return nil
+func (d *Driver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return sqltx.Run(ctx, d.db, "mysqlinbox", fn)
 }
 
 // RecordTx implements inbox.Driver: one INSERT, and a duplicate key (error

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/inbox/internal/sqltx"
 )
 
 // PgxDriver is an inbox table used through pgx v5: inbox.New(driver) gives
@@ -119,25 +120,8 @@ func (d *SQLDriver) Migrate(ctx context.Context) error {
 }
 
 // RunTx implements inbox.Driver.
-func (d *SQLDriver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pginbox: begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback() // also on panic
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	committed = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("pginbox: commit: %w", err)
-	}
-	return nil
+func (d *SQLDriver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return sqltx.Run(ctx, d.db, "pginbox", fn)
 }
 
 // RecordTx implements inbox.Driver.

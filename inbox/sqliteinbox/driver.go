@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/inbox/internal/sqltx"
 )
 
 // Driver is an inbox table in a SQLite database, used through database/sql:
@@ -70,25 +71,8 @@ func (d *Driver) Migrate(ctx context.Context) error {
 // RunTx implements inbox.Driver. With stores/sqlite's Open the transaction
 // is BEGIN IMMEDIATE: it takes SQLite's write lock at once, waiting for the
 // writer before it (under the busy timeout).
-func (d *Driver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqliteinbox: begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback() // also on panic
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	committed = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqliteinbox: commit: %w", err)
-	}
-	return nil
+func (d *Driver) RunTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return sqltx.Run(ctx, d.db, "sqliteinbox", fn)
 }
 
 // RecordTx implements inbox.Driver: one INSERT … ON CONFLICT (id) DO
