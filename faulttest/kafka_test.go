@@ -330,22 +330,12 @@ func kafkaSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handl
 		Hooks: kafkasub.Hooks{AfterCommit: printDup},
 		Options: []kgo.Opt{kgo.InstanceID(group + "-0"), kgo.SessionTimeout(10 * time.Second),
 			kgo.FetchMaxWait(250 * time.Millisecond)}}
-	for {
-		sub, err := kafkasub.New(in, h, cfg)
-		if err != nil {
-			return err
-		}
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = sub.Start(sctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		fmt.Fprintln(os.Stderr, "inbox: start (trying again):", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	if _, err := kafkasub.New(in, h, cfg); err != nil {
+		return err // a bad configuration: no use retrying
 	}
+	// A subscriber starts once: each attempt gets a new one.
+	return startRetrying(ctx, func(ctx context.Context) error {
+		sub, _ := kafkasub.New(in, h, cfg)
+		return sub.Start(ctx)
+	})
 }

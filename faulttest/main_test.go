@@ -179,6 +179,28 @@ func inboxProcess() error {
 	select {} // until killed
 }
 
+// startRetrying calls start (each call bounded by 5 s) until it succeeds
+// or ctx ends, 100 ms apart: the inbox process may start while the broker
+// is down, and its subscriber's Start fails then.
+func startRetrying(ctx context.Context, start func(context.Context) error) error {
+	for i := 0; ; i++ {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := start(sctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if i%50 == 0 {
+			fmt.Fprintln(os.Stderr, "inbox: start the subscriber (retrying):", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // holdPublisher holds the first non-empty batch it is given, claimed and
 // not yet published, until the process is killed.
 type holdPublisher struct{ publishers.Publisher }

@@ -308,20 +308,7 @@ func rabbitSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Hand
 	if err != nil {
 		return err
 	}
-	for i := 0; ; i++ {
-		err := sub.Start(ctx)
-		if err == nil {
-			return nil
-		}
-		if i%50 == 0 {
-			fmt.Fprintln(os.Stderr, "inbox: start the subscriber (retrying):", err)
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return startRetrying(ctx, sub.Start)
 }
 
 // rabbitNode is a private RabbitMQ node: rabbitmq-server -detached with

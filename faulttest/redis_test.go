@@ -263,22 +263,7 @@ func redisSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handl
 	if err != nil {
 		return err
 	}
-	for i := 0; ; i++ {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := sub.Start(sctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if i%50 == 0 {
-			fmt.Fprintln(os.Stderr, "inbox: start the subscriber (retrying):", err)
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return startRetrying(ctx, sub.Start)
 }
 
 // quietRedis discards go-redis's own log in the helper processes: a line
