@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,8 +31,9 @@ type Message struct {
 	// Payload is the event body, opaque to the outbox.
 	Payload []byte
 	// Headers are carried to the broker as message headers (correlation
-	// id, trace context). Names must be non-empty; names and values valid
-	// UTF-8 without CR or LF (no broker carries those in a header).
+	// id, trace context). Names are tokens outside ReservedHeaderPrefixes;
+	// values have no control characters but TAB and no leading or
+	// trailing whitespace (see validate for why).
 	Headers map[string]string
 	// CreatedAt is when the event was enqueued. Zero means "now" per the
 	// Outbox's clock.
@@ -55,27 +57,74 @@ func NewID() uuid.UUID {
 	return uuid.Must(uuid.NewV7())
 }
 
-// validate checks what every store and publisher relies on.
+// ReservedHeaderPrefixes are the header-name prefixes the outbox and the
+// brokers' clients give meaning to (Outbox-Key, Outbox-Type, x-outbox-…,
+// JetStream's Nats-Msg-Id and Nats-Expected-…). Enqueue refuses a header
+// whose name starts with one, in any case: a consumer must be able to trust
+// that an Outbox-Key header was set by the outbox.
+var ReservedHeaderPrefixes = []string{"outbox-", "x-outbox-", "nats-"}
+
+// validate checks what every store and publisher relies on: one rule for
+// all of them, so that a message valid for one is valid for all.
+//
+// Topic, key and type are any valid UTF-8 without NUL (PostgreSQL's text
+// cannot hold NUL; the other stores could, so none does). Header names are
+// tokens (no spaces, control characters or ':', as NATS and HTTP-style
+// headers require) outside ReservedHeaderPrefixes; header values are field
+// values as RFC 9110 defines them: no control characters but TAB, and no
+// leading or trailing space or TAB (header-based brokers trim them).
 func (m *Message) validate() error {
-	switch {
-	case m.Topic == "":
+	if err := checkField("topic", m.Topic, MaxTopicLen); err != nil {
+		return err
+	}
+	if m.Topic == "" {
 		return fmt.Errorf("%w: empty topic", ErrInvalidMessage)
-	case len(m.Topic) > MaxTopicLen:
-		return fmt.Errorf("%w: topic is %d bytes, limit %d", ErrInvalidMessage, len(m.Topic), MaxTopicLen)
-	case !utf8.ValidString(m.Topic):
-		return fmt.Errorf("%w: topic is not valid UTF-8", ErrInvalidMessage)
-	case len(m.Key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidMessage, len(m.Key), MaxKeyLen)
-	case !utf8.ValidString(m.Key):
-		return fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidMessage)
-	case len(m.Type) > MaxTypeLen:
-		return fmt.Errorf("%w: type is %d bytes, limit %d", ErrInvalidMessage, len(m.Type), MaxTypeLen)
-	case !utf8.ValidString(m.Type):
-		return fmt.Errorf("%w: type is not valid UTF-8", ErrInvalidMessage)
+	}
+	if err := checkField("key", m.Key, MaxKeyLen); err != nil {
+		return err
+	}
+	if err := checkField("type", m.Type, MaxTypeLen); err != nil {
+		return err
 	}
 	for k, v := range m.Headers {
-		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsAny(k+v, "\r\n") {
-			return fmt.Errorf("%w: header %q: names must be non-empty, names and values valid UTF-8 without CR or LF", ErrInvalidMessage, k)
+		if err := checkHeader(k, v); err != nil {
+			return fmt.Errorf("%w: header %q: %s", ErrInvalidMessage, k, err)
+		}
+	}
+	return nil
+}
+
+// checkField checks a topic, key or type.
+func checkField(what, s string, limit int) error {
+	switch {
+	case len(s) > limit:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidMessage, what, len(s), limit)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidMessage, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s holds a NUL byte", ErrInvalidMessage, what)
+	}
+	return nil
+}
+
+// checkHeader checks one header; the error says why, without the value.
+func checkHeader(k, v string) error {
+	switch {
+	case k == "":
+		return errors.New("empty name")
+	case !utf8.ValidString(k) || !utf8.ValidString(v):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f || r == ':' }):
+		return errors.New("a name holds a space, a control character or ':'")
+	case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+		return errors.New("the value holds a control character (CR, LF, NUL, …)")
+	case strings.TrimLeft(v, " \t") != v || strings.TrimRight(v, " \t") != v:
+		return errors.New("the value begins or ends with a space or TAB (header-based brokers trim it)")
+	}
+	lower := strings.ToLower(k)
+	for _, p := range ReservedHeaderPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return fmt.Errorf("names starting with %q are reserved for the outbox and the brokers", p)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/hostile"
 )
 
 type captureDriver struct{ got []outbox.Message }
@@ -32,6 +33,24 @@ func TestEnqueueValidates(t *testing.T) {
 		{outbox.Message{Topic: "t", Headers: map[string]string{"": "v"}}, `header ""`},
 		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "a\r\nInjected: 1"}}, `header "h"`},
 		{outbox.Message{Topic: "t", Payload: make([]byte, 11)}, "payload is 11 bytes, limit 10"},
+		// NUL: PostgreSQL's text cannot hold it, so no store takes it.
+		{outbox.Message{Topic: "t\x00"}, "topic holds a NUL byte"},
+		{outbox.Message{Topic: "t", Key: "k\x00"}, "key holds a NUL byte"},
+		{outbox.Message{Topic: "t", Type: "\x00"}, "type holds a NUL byte"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "a\x00b"}}, "control character"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h\x00": "v"}}, "control character or ':'"},
+		// Names are tokens; values are field values (RFC 9110).
+		{outbox.Message{Topic: "t", Headers: map[string]string{"two words": "v"}}, "a space"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"a:b": "v"}}, "':'"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h": " padded"}}, "begins or ends"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "padded\t"}}, "begins or ends"},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"h": "esc\x1b[31m"}}, "control character"},
+		// The outbox's own header names are reserved, in any case.
+		{outbox.Message{Topic: "t", Headers: map[string]string{"Outbox-Key": "forged"}}, `reserved`},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"outbox-type": "x"}}, `reserved`},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"X-Outbox-Deliveries": "1"}}, `reserved`},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"Nats-Msg-Id": "x"}}, `reserved`},
+		{outbox.Message{Topic: "t", Headers: map[string]string{"nats-expected-stream": "x"}}, `reserved`},
 	} {
 		err := ob.Enqueue(ctx, struct{}{}, c.m)
 		if !errors.Is(err, outbox.ErrInvalidMessage) || !strings.Contains(err.Error(), c.want) {
@@ -40,6 +59,24 @@ func TestEnqueueValidates(t *testing.T) {
 	}
 	if len(d.got) != 0 {
 		t.Fatalf("invalid messages reached the driver: %d", len(d.got))
+	}
+}
+
+// TestEnqueueAcceptsHostileKeysAndTypes: keys and types are data, not
+// headers: spaces, CR, LF, TAB, escapes and non-ASCII are theirs to hold
+// (each broker carries them byte for byte; the publisher suite checks).
+func TestEnqueueAcceptsHostileKeysAndTypes(t *testing.T) {
+	d := &captureDriver{}
+	ob := outbox.New(d, nil)
+	for _, s := range hostile.Strings {
+		m := outbox.Message{Topic: "t", Key: s, Type: s,
+			Headers: map[string]string{"inner": "a\tb c", "X-Request-Id": "r-1", "unicode": "☃"}}
+		if err := ob.Enqueue(context.Background(), struct{}{}, m); err != nil {
+			t.Errorf("Enqueue with key and type %q: %v", s, err)
+		}
+	}
+	if len(d.got) != len(hostile.Strings) {
+		t.Fatalf("the driver got %d messages, want %d", len(d.got), len(hostile.Strings))
 	}
 }
 

@@ -6,9 +6,10 @@
 // A Publisher publishes a batch pipelined — every message in flight at once,
 // acknowledgements awaited together — and reports one result per message.
 // Results are classified with the helpers of this package so the relay can
-// tell an outage (stop and back off, charge nobody) from a message the broker
-// will never take (dead-letter it now) from an ordinary failure (retry it
-// with backoff).
+// tell an outage (stop and back off, charge nobody) from a refused
+// configuration (wrong credentials, a missing exchange: stop, charge nobody,
+// and say so loudly) from a message the broker will never take (dead-letter
+// it now) from an ordinary failure (retry it with backoff).
 package publishers
 
 import (
@@ -38,6 +39,19 @@ type Publisher interface {
 	Close() error
 }
 
+// Checker is implemented by publishers that can verify their configuration
+// with the broker before the first publish: the credentials, and the fixed
+// targets the configuration names (RabbitMQ's vhost and exchange, Redis's
+// database, a JetStream account). Every broker package implements it; the
+// CLI calls it at start so a refused configuration fails there, in one
+// line, instead of every event failing later.
+type Checker interface {
+	// Check returns nil when the broker accepts the configuration, an
+	// error classified Misconfigured when it refuses it, and one
+	// classified Unavailable when the broker cannot be reached.
+	Check(ctx context.Context) error
+}
+
 // Capabilities declares what a Publisher guarantees.
 type Capabilities struct {
 	// OrderedRetries is true when messages of one key published in one
@@ -59,6 +73,15 @@ var ErrUnavailable = errors.New("broker unavailable")
 // this message (too large, rejected by policy): the relay dead-letters the
 // message at once.
 var ErrPermanent = errors.New("rejected permanently")
+
+// ErrMisconfigured marks an error as the broker refusing the publisher's
+// configuration rather than one message: wrong credentials, no permission,
+// an unknown database, vhost or exchange. It is no outage — retrying does
+// not help until someone fixes the configuration — and it is never the
+// event's fault: the relay charges no attempt, pauses as a whole like in an
+// outage, and logs every refusal as an error. A publisher must never report
+// a message published when the broker refused it this way.
+var ErrMisconfigured = errors.New("broker refused the configuration")
 
 type classified struct {
 	err  error
@@ -85,8 +108,20 @@ func Permanent(err error) error {
 	return &classified{err: err, kind: ErrPermanent}
 }
 
+// Misconfigured wraps err so that errors.Is(err, ErrMisconfigured) holds.
+func Misconfigured(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, kind: ErrMisconfigured}
+}
+
 // IsUnavailable reports whether err says the broker is unavailable.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // IsPermanent reports whether err says the message can never be published.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// IsMisconfigured reports whether err says the broker refused the
+// publisher's configuration.
+func IsMisconfigured(err error) bool { return errors.Is(err, ErrMisconfigured) }

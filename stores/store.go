@@ -35,6 +35,10 @@ type Store interface {
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 	// Migrate creates the schema idempotently.
 	Migrate(ctx context.Context) error
+	// ClaimTimeout is how long a claim holds its records before another
+	// relay may take them. The relay's publish timeout must be shorter,
+	// or a slow publish lets a second relay publish the same records.
+	ClaimTimeout() time.Duration
 }
 
 // Listener is implemented by stores that can announce new events (PostgreSQL's
@@ -166,4 +170,12 @@ func CheckIdent(what, name string, maxLen int) error {
 // handlers this way, which makes their database effects exactly-once.
 type TxRunner[TTx any] interface {
 	RunInTx(ctx context.Context, fn func(tx TTx) error) error
+}
+
+// TxClaimer is implemented by stores whose batches are TxRunner[TTx], so
+// that relay.New can refuse in-process handlers of another transaction type
+// before any event reaches them. ClaimsInTx is a marker: it is never
+// called.
+type TxClaimer[TTx any] interface {
+	ClaimsInTx(TTx)
 }

@@ -25,6 +25,10 @@ type Harness struct {
 	// test, with the means to stop and start it. Nil skips the outage
 	// cases.
 	Outage func(t *testing.T) Outage
+	// Refusals are publishers the broker must refuse (wrong credentials,
+	// unknown targets), each checked on a fresh Setup. Every broker has
+	// credentials to refuse: none fails the suite.
+	Refusals []Refusal
 }
 
 // Env is what one test of the suite works with.

@@ -23,10 +23,23 @@ func Run(t *testing.T, h Harness) {
 			{"Dedup", testDedup},
 			{"CanceledContext", testCanceledContext},
 			{"PublishAfterClose", testPublishAfterClose},
+			{"HostileKeyAndType", testHostileKeyAndType},
+			{"Check", testCheck},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				c.fn(t, h.Setup(t))
+			})
+		}
+	})
+	t.Run("Refused", func(t *testing.T) {
+		if len(h.Refusals) == 0 {
+			t.Fatal("Harness.Refusals is empty: every broker has credentials to refuse")
+		}
+		for _, r := range h.Refusals {
+			t.Run(r.Name, func(t *testing.T) {
+				t.Parallel()
+				testRefused(t, h.Setup(t), r)
 			})
 		}
 	})

@@ -43,6 +43,9 @@ func New(db *sql.DB, cfg *Config) (*Store, error) {
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
+// ClaimTimeout implements stores.Store: Config.ClaimTimeout.
+func (s *Store) ClaimTimeout() time.Duration { return s.cfg.ClaimTimeout }
+
 // Migrate implements stores.Store.
 func (s *Store) Migrate(ctx context.Context) error {
 	return Migrate(ctx, s.db, &s.cfg)

@@ -41,6 +41,13 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
+// ClaimTimeout implements stores.Store: Config.ClaimTimeout.
+func (s *Store) ClaimTimeout() time.Duration { return s.cfg.ClaimTimeout }
+
+// ClaimsInTx implements stores.TxClaimer: a claim is a pgx.Tx that
+// in-process handlers join (see batch.RunInTx).
+func (s *Store) ClaimsInTx(pgx.Tx) {}
+
 // Migrate implements stores.Store.
 func (s *Store) Migrate(ctx context.Context) error {
 	q, err := migrateSQL(s.cfg)

@@ -43,6 +43,10 @@ type Harness struct {
 	// Features declares what the broker's subscriber promises beyond the
 	// contract's core.
 	Features Features
+	// Refusals are subscribers the broker must refuse (wrong credentials,
+	// unknown targets), each checked on a fresh Setup. Every broker has
+	// credentials to refuse: none fails the suite.
+	Refusals []Refusal
 }
 
 // Features are the optional promises of a subscriber; a case that needs

@@ -14,6 +14,7 @@ func Run(t *testing.T, h Harness) {
 		f    func(*testing.T, Harness)
 	}{
 		{"Delivery", testDelivery},
+		{"HostileKeyAndType", testHostileKeyAndType},
 		{"DuplicateHasOneEffect", testDuplicateHasOneEffect},
 		{"RetryThenSucceed", testRetryThenSucceed},
 		{"AckAfterCommit", testAckAfterCommit},
@@ -37,4 +38,16 @@ func Run(t *testing.T, h Harness) {
 			c.f(t, h)
 		})
 	}
+	t.Run("Refused", func(t *testing.T) {
+		t.Parallel()
+		if len(h.Refusals) == 0 {
+			t.Fatal("Harness.Refusals is empty: every broker has credentials to refuse")
+		}
+		for _, r := range h.Refusals {
+			t.Run(r.Name, func(t *testing.T) {
+				t.Parallel()
+				testRefused(t, h, r)
+			})
+		}
+	})
 }
