@@ -23,8 +23,8 @@ type Refusal struct {
 
 // testRefused: a subscriber the broker refuses fails at New or Start, at
 // once and with the refusal in its error — it does not retry silently, nor
-// run without consuming — and consumes nothing: the event stays held for
-// its group.
+// run without consuming — and consumes nothing: no handler runs, no effect
+// commits.
 func testRefused(t *testing.T, h Harness, r Refusal) {
 	f := setup(t, h)
 	ev := events(1)[0]
