@@ -18,16 +18,23 @@ type Store interface {
 	// attempt at or before p.Now), oldest first. The batch must be
 	// completed or aborted; an empty batch is not an error.
 	Claim(ctx context.Context, p ClaimParams) (Batch, error)
-	// Stats reports per-topic counts.
-	Stats(ctx context.Context) ([]TopicStats, error)
+	// Stats reports per-topic counts as of p.Now, ordered by topic.
+	Stats(ctx context.Context, p StatsParams) ([]TopicStats, error)
+	// Blocked lists the keys held back by a failing head: each key whose
+	// oldest pending record has failed at least once, with that record,
+	// oldest head first. In ordered mode such a key publishes nothing
+	// else until its head succeeds or is dead-lettered.
+	Blocked(ctx context.Context, p BlockedParams) ([]BlockedKey, error)
 	// Dead lists dead records, oldest first.
 	Dead(ctx context.Context, p DeadParams) ([]Record, error)
 	// Replay makes dead records pending again with zero attempts, due at
 	// p.Now. It returns how many it revived.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
-	// DeadLetter makes pending records dead by hand, with p.Reason as
-	// their last error: the way to let a key go on past a head that keeps
-	// failing. Records not pending are left alone. It returns how many it
+	// DeadLetter makes pending records dead by hand: the way to let a key
+	// go on past a head that keeps failing. Their last error keeps the
+	// broker's last refusal, with p.Reason beside it ("<reason>; last
+	// error: <error>"), or is p.Reason alone for a record that never
+	// failed. Records not pending are left alone. It returns how many it
 	// made dead.
 	DeadLetter(ctx context.Context, p DeadLetterParams) (int64, error)
 	// Purge deletes up to p.Limit published records older than p.Before.
@@ -107,14 +114,31 @@ type Failure struct {
 	NextAttempt time.Time // for Retry only
 }
 
+// StatsParams says when Stats looks.
+type StatsParams struct {
+	// Now is the caller's clock: pending events due at or before Now are
+	// Due, the others Scheduled.
+	Now time.Time
+}
+
 // TopicStats summarizes one topic.
 type TopicStats struct {
 	Topic string
 	// Pending counts events not yet published, due or not.
 	Pending int64
+	// Due counts pending events the relay may publish now; Scheduled the
+	// others (a NotBefore ahead, or a retry's backoff): Due + Scheduled =
+	// Pending.
+	Due, Scheduled int64
+	// Retrying counts pending events that failed at least once.
+	Retrying int64
 	// OldestPending is the CreatedAt of the oldest pending event; zero
 	// when there is none.
 	OldestPending time.Time
+	// OldestDue is the CreatedAt of the oldest due pending event; zero
+	// when there is none. Now minus OldestDue is the relay's lag: an event
+	// scheduled far ahead is not lag.
+	OldestDue time.Time
 	// Dead counts dead events.
 	Dead int64
 	// Published counts published events still kept (mark mode).
@@ -123,8 +147,25 @@ type TopicStats struct {
 
 // DeadParams filters Dead.
 type DeadParams struct {
-	Topic string // empty: all topics
-	Limit int    // zero: 100
+	IDs   []uuid.UUID // empty: any
+	Topic string      // empty: all topics
+	Limit int         // zero: 100
+}
+
+// BlockedParams bounds Blocked.
+type BlockedParams struct {
+	Limit int // zero: 100
+}
+
+// BlockedKey is a key held back by its failing head.
+type BlockedKey struct {
+	// Head is the key's oldest pending record: its ID, Topic, Key,
+	// Attempts and LastError.
+	Head Record
+	// NextAttempt is when the head is due again.
+	NextAttempt time.Time
+	// Behind counts the key's other pending records, waiting for it.
+	Behind int64
 }
 
 // ReplayParams selects dead records to replay.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/natsembed"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // printer writes lines prefixed with the time since the start; it is safe
@@ -81,7 +82,7 @@ func (m *monitor) sample(ctx context.Context, now time.Time) (ordersPending, sto
 		svc     *service
 		pending *int64
 	}{{m.orders, &ordersPending}, {m.stock, &stockPending}} {
-		st, err := x.svc.store.Stats(ctx)
+		st, err := x.svc.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
 		if err != nil {
 			return 0, 0, 0, err
 		}

@@ -70,7 +70,7 @@ func TestClaimDoesNotBlockEnqueue(t *testing.T) {
 
 func stats(t *testing.T, b bundle) map[string]stores.TopicStats {
 	t.Helper()
-	st, err := b.store.Stats(context.Background())
+	st, err := b.store.Stats(context.Background(), stores.StatsParams{Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

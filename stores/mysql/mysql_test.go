@@ -153,7 +153,7 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 	if err := b.ob.Enqueue(ctx, tx, m); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Errorf("rolled-back tx: %v, want ErrNoTransaction", err)
 	}
-	st, err := b.store.Stats(ctx)
+	st, err := b.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
 	if err != nil || len(st) != 0 {
 		t.Fatalf("enqueue outside a transaction wrote rows: %+v (err %v)", st, err)
 	}
@@ -176,7 +176,7 @@ func TestSchemaMissing(t *testing.T) {
 	check("CheckSchema", s.CheckSchema(ctx))
 	_, err = s.Claim(ctx, stores.ClaimParams{Limit: 1, Now: time.Now()})
 	check("Claim", err)
-	_, err = s.Stats(ctx)
+	_, err = s.Stats(ctx, stores.StatsParams{Now: time.Now()})
 	check("Stats", err)
 	_, err = s.Dead(ctx, stores.DeadParams{})
 	check("Dead", err)

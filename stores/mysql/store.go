@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 // Stats implements stores.Store. Topics are told apart byte for byte:
 // grouping by the length as well undoes the collation's PAD SPACE, which
 // would take "a" and "a " for one topic.
-func (s *Store) Stats(ctx context.Context) ([]stores.TopicStats, error) {
+func (s *Store) Stats(ctx context.Context, _ stores.StatsParams) ([]stores.TopicStats, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT topic,
 		COUNT(CASE WHEN status = `+statusPending+` THEN 1 END),
 		CAST(MIN(CASE WHEN status = `+statusPending+` THEN created_at END) AS CHAR),
@@ -276,4 +277,9 @@ func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (n int64, err e
 		return 0, wrap("purge", err)
 	}
 	return n, nil
+}
+
+// Blocked implements stores.Store. SCAFFOLD: replaced by the stats work.
+func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.BlockedKey, error) {
+	return nil, errors.New("SCAFFOLD: Blocked not implemented")
 }

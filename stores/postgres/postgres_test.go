@@ -153,7 +153,7 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 	if err := outbox.New(pd, nil).Enqueue(ctx, ptx, m); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Errorf("pgx, rolled-back tx: %v, want ErrNoTransaction", err)
 	}
-	st, _ := b.store.Stats(ctx)
+	st, _ := b.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
 	if len(st) != 0 {
 		t.Fatalf("enqueue outside a transaction wrote rows: %+v", st)
 	}

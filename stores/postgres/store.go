@@ -82,7 +82,7 @@ func wrap(op string, err error) error {
 }
 
 // Stats implements stores.Store.
-func (s *Store) Stats(ctx context.Context) ([]stores.TopicStats, error) {
+func (s *Store) Stats(ctx context.Context, _ stores.StatsParams) ([]stores.TopicStats, error) {
 	rows, err := s.pool.Query(ctx, `SELECT topic,
 		count(*) FILTER (WHERE status = 0),
 		min(created_at) FILTER (WHERE status = 0),
@@ -191,3 +191,8 @@ func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) 
 
 // errClosedBatch is returned by Complete on a batch already ended.
 var errClosedBatch = errors.New("postgres: batch already completed or aborted")
+
+// Blocked implements stores.Store. SCAFFOLD: replaced by the stats work.
+func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.BlockedKey, error) {
+	return nil, errors.New("SCAFFOLD: Blocked not implemented")
+}

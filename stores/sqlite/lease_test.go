@@ -155,7 +155,7 @@ func TestClaimDoesNotBlockEnqueue(t *testing.T) {
 
 func stats(t *testing.T, s stores.Store) stores.TopicStats {
 	t.Helper()
-	st, err := s.Stats(context.Background())
+	st, err := s.Stats(context.Background(), stores.StatsParams{Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

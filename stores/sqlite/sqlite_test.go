@@ -110,7 +110,7 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 			t.Errorf("ended tx: %v, want ErrNoTransaction", err)
 		}
 	}
-	st, err := b.store.Stats(ctx)
+	st, err := b.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
 	if err != nil || len(st) != 0 {
 		t.Fatalf("enqueue outside a transaction wrote rows: %+v (err %v)", st, err)
 	}
@@ -127,7 +127,7 @@ func TestSchemaMissing(t *testing.T) {
 	if _, err := s.Claim(ctx, stores.ClaimParams{Limit: 1, Now: time.Now()}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("Claim: %v, want ErrSchemaMissing", err)
 	}
-	if _, err := s.Stats(ctx); !errors.Is(err, outbox.ErrSchemaMissing) {
+	if _, err := s.Stats(ctx, stores.StatsParams{Now: time.Now()}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("Stats: %v, want ErrSchemaMissing", err)
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -202,10 +202,10 @@ func TestOtherTableName(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := s.Stats(ctx); len(st) != 1 || st[0].Pending != 1 {
+	if st, _ := s.Stats(ctx, stores.StatsParams{Now: time.Now()}); len(st) != 1 || st[0].Pending != 1 {
 		t.Fatalf("events table stats: %+v", st)
 	}
-	if st, _ := b.store.Stats(ctx); len(st) != 0 {
+	if st, _ := b.store.Stats(ctx, stores.StatsParams{Now: time.Now()}); len(st) != 0 {
 		t.Fatalf("default table got the event: %+v", st)
 	}
 }

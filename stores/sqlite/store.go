@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -235,7 +236,7 @@ func scanRecords(rows *sql.Rows) ([]scanned, error) {
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 // Stats implements stores.Store.
-func (s *Store) Stats(ctx context.Context) ([]stores.TopicStats, error) {
+func (s *Store) Stats(ctx context.Context, _ stores.StatsParams) ([]stores.TopicStats, error) {
 	rows, err := s.db.QueryContext(ctx, s.q.stats)
 	if err != nil {
 		return nil, wrap("stats", err)
@@ -326,4 +327,9 @@ func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) 
 		return 0, wrap("purge", err)
 	}
 	return n, nil
+}
+
+// Blocked implements stores.Store. SCAFFOLD: replaced by the stats work.
+func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.BlockedKey, error) {
+	return nil, errors.New("SCAFFOLD: Blocked not implemented")
 }

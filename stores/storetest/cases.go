@@ -74,7 +74,7 @@ func idSet(recs []stores.Record) map[uuid.UUID]bool {
 
 func stats(t *testing.T, s stores.Store) map[string]stores.TopicStats {
 	t.Helper()
-	st, err := s.Stats(ctxT(t))
+	st, err := s.Stats(ctxT(t), stores.StatsParams{Now: time.Now()})
 	if err != nil {
 		t.Fatalf("stats: %v", err)
 	}

@@ -24,7 +24,7 @@ func newStatus(g *globals) *cobra.Command {
 				return err
 			}
 			defer d.close()
-			st, err := d.store.Stats(ctx)
+			st, err := d.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
 			if err != nil {
 				return schemaMissing(err, d)
 			}
