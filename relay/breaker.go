@@ -1,15 +1,19 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"time"
 )
 
-// breaker stops every worker while the broker is down. One failed batch opens
-// it for the next backoff delay; when the delay is over one worker probes
-// with a batch while the others keep waiting; the probe's success closes it,
-// its failure reopens it for a longer delay. Events are never charged for
-// the outage: the relay leaves them untouched.
+// breaker stops every worker while the broker is down or refuses the
+// relay's configuration. One failed batch opens it for the next backoff
+// delay; when the delay is over one worker probes with a batch while the
+// others keep waiting; the probe's success closes it, its failure reopens it
+// for a longer delay, and a probe that tested nothing (it found no events,
+// the store failed, the relay is stopping) hands the turn on without
+// changing the delay. Events are never charged for the outage: the relay
+// leaves them untouched.
 type breaker struct {
 	backoff Backoff
 
@@ -30,19 +34,21 @@ func (b *breaker) notify() {
 }
 
 // wait blocks until the caller may claim: the breaker is closed, or it is
-// the caller's turn to probe. It returns false if stop closes first.
-func (b *breaker) wait(stop <-chan struct{}) bool {
+// the caller's turn to probe (probe is then true, and the caller must end
+// its turn with success, failure or abandon). ok is false when stop closes
+// or ctx ends first.
+func (b *breaker) wait(ctx context.Context, stop <-chan struct{}) (probe, ok bool) {
 	for {
 		b.mu.Lock()
 		if b.failures == 0 {
 			b.mu.Unlock()
-			return true
+			return false, true
 		}
 		d := time.Until(b.until)
 		if d <= 0 && !b.probing {
 			b.probing = true
 			b.mu.Unlock()
-			return true
+			return true, true
 		}
 		ch := b.changed
 		b.mu.Unlock()
@@ -53,7 +59,10 @@ func (b *breaker) wait(stop <-chan struct{}) bool {
 		select {
 		case <-stop:
 			t.Stop()
-			return false
+			return false, false
+		case <-ctx.Done():
+			t.Stop()
+			return false, false
 		case <-ch:
 		case <-t.C:
 		}
@@ -84,6 +93,16 @@ func (b *breaker) failure() time.Duration {
 	b.until = time.Now().Add(d)
 	b.notify()
 	return d
+}
+
+// abandon ends a probe that tested nothing: the next waiter probes at once.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.probing {
+		b.probing = false
+		b.notify()
+	}
 }
 
 // open reports whether the breaker is open.

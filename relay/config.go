@@ -24,7 +24,8 @@ type Config struct {
 	PollInterval time.Duration
 	// PublishTimeout bounds one batch's publish, acknowledgements included.
 	// A batch not acknowledged in time counts as a broker outage. It must be
-	// shorter than the store's claim timeout. Default 10s.
+	// shorter than the store's claim timeout (stores.Store.ClaimTimeout):
+	// New refuses it otherwise. Default 10s.
 	PublishTimeout time.Duration
 	// StoreTimeout bounds each call to the store (a claim, a completion),
 	// so a database call that hangs becomes a store error the worker logs,
@@ -133,7 +134,10 @@ type Hooks struct {
 
 // BatchResult counts what happened to one batch.
 type BatchResult struct {
-	Claimed, Published, Retried, Dead, Unavailable int
+	Claimed, Published, Retried, Dead int
+	// Unavailable and Refused were left pending, uncharged: the broker
+	// was unavailable, or refused the relay's configuration.
+	Unavailable, Refused int
 	// Elapsed is the time from claim to completion (wall clock).
 	Elapsed time.Duration
 }

@@ -55,5 +55,25 @@
 // jitter; a permanent rejection (publishers.ErrPermanent) makes an unkeyed
 // event dead at once. A broker that is unreachable opens a breaker shared by
 // the relay's workers: they stop claiming (holding no transaction), probe
-// with one batch after a backoff, and no event is charged an attempt.
+// with one batch after a backoff, and no event is charged an attempt. A
+// broker that refuses the relay's configuration (publishers.ErrMisconfigured:
+// wrong credentials, no permission, a deleted exchange) does the same — it
+// is nobody's event's fault — and every refusal is logged as an error, since
+// only a person can fix it; Stats.Refusals counts them.
+//
+// Every failure shows in the log, rate-limited so a broker that fails every
+// event does not write a line per event: per topic and outcome, the first
+// failure at once, then one line per 10 s counting the ones left out
+// (more_since_last_line). A retry logs at WARN, a dead event and a failing
+// head that holds its key back at ERROR. `outbox status` lists the blocked
+// keys with their heads and last errors.
+//
+// # Timeouts
+//
+// Config.PublishTimeout bounds a batch's publish and must be shorter than
+// the store's claim timeout (New refuses it otherwise): a publish that
+// outlived its claim would let another relay publish the same events.
+// Config.StoreTimeout bounds each claim and completion. Cancelling the
+// context given to Start or Run ends every goroutine at once, whatever the
+// breaker's state; Stop is the graceful way.
 package relay

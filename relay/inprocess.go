@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/publishers"
@@ -21,19 +22,29 @@ type Handler[TTx any] func(ctx context.Context, tx TTx, msg outbox.Message) erro
 // broker: the outbox as a job queue for internal work. Make one with
 // Handlers.
 type InProcess interface {
+	accepts(s stores.Store) error
 	handles(topic string) bool
 	run(ctx context.Context, b stores.Batch, msgs []outbox.Message, errs []error)
 }
 
 // Handlers returns the InProcess that runs h[topic] for events of each
-// topic it names. TTx must be the transaction type of the store the relay
-// drains; the first batch tells, and every in-process event then fails with
-// an error saying so.
+// topic it names. TTx must be the transaction type of the store's claims
+// (the store implements stores.TxClaimer[TTx]; PostgreSQL's: pgx.Tx):
+// relay.New refuses handlers of any other type, and a store whose claims
+// are no transactions (SQLite's leases).
 func Handlers[TTx any](h map[string]Handler[TTx]) InProcess {
 	return handlers[TTx](h)
 }
 
 type handlers[TTx any] map[string]Handler[TTx]
+
+func (h handlers[TTx]) accepts(s stores.Store) error {
+	if _, ok := s.(stores.TxClaimer[TTx]); !ok {
+		tt := reflect.TypeFor[TTx]()
+		return fmt.Errorf("the handlers take a %v, which the claims of %T do not provide (it does not implement stores.TxClaimer[%v])", tt, s, tt)
+	}
+	return nil
+}
 
 func (h handlers[TTx]) handles(topic string) bool {
 	_, ok := h[topic]
@@ -47,8 +58,7 @@ func (h handlers[TTx]) run(ctx context.Context, b stores.Batch, msgs []outbox.Me
 	for i := range msgs {
 		m := msgs[i]
 		if !ok {
-			var zero TTx
-			errs[i] = publishers.Permanent(fmt.Errorf("in-process handler for %q takes a %T, which this store's claim does not provide", m.Topic, zero))
+			errs[i] = publishers.Permanent(fmt.Errorf("in-process handler for %q takes a %v, which this store's claim does not provide", m.Topic, reflect.TypeFor[TTx]()))
 			continue
 		}
 		errs[i] = txr.RunInTx(ctx, func(tx TTx) (err error) {

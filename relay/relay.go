@@ -22,13 +22,17 @@ type Relay struct {
 	cfg   Config
 	log   *slog.Logger
 	brk   *breaker
+	// failures logs per-event failures, rate-limited.
+	failures *failureLog
+	// wakes has one channel per worker, made by New and never written
+	// after: Wake may run at any time, concurrently with Start.
+	wakes []chan struct{}
 
 	mu      sync.Mutex
 	started bool
 	stop    chan struct{}      // closed by Stop: claim nothing new
 	hard    context.CancelFunc // cancels in-flight work
 	done    chan struct{}      // closed when every goroutine has returned
-	wakes   []chan struct{}
 
 	stats counters
 }
@@ -45,7 +49,21 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff)}, nil
+	if ct := store.ClaimTimeout(); ct > 0 && c.PublishTimeout >= ct {
+		return nil, fmt.Errorf("relay: config: PublishTimeout %v must be shorter than the store's claim timeout %v: "+
+			"a publish that outlives its claim lets another relay publish the same events", c.PublishTimeout, ct)
+	}
+	if c.InProcess != nil {
+		if err := c.InProcess.accepts(store); err != nil {
+			return nil, fmt.Errorf("relay: config: InProcess: %w", err)
+		}
+	}
+	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
+		failures: newFailureLog(c.Logger, c.Clock), wakes: make([]chan struct{}, c.Workers)}
+	for i := range r.wakes {
+		r.wakes[i] = make(chan struct{}, 1)
+	}
+	return r, nil
 }
 
 // Start starts the relay's goroutines and returns. Cancelling ctx stops the
@@ -61,13 +79,13 @@ func (r *Relay) Start(ctx context.Context) error {
 	ctx, r.hard = context.WithCancel(ctx)
 	r.stop = make(chan struct{})
 	r.done = make(chan struct{})
-	r.wakes = make([]chan struct{}, r.cfg.Workers)
 	var wg sync.WaitGroup
-	for i := range r.wakes {
-		r.wakes[i] = make(chan struct{}, 1)
-		wg.Go(func() { r.work(ctx, r.wakes[i]) })
+	for _, wake := range r.wakes {
+		wg.Go(func() { r.work(ctx, wake) })
 	}
-	if l, ok := r.store.(stores.Listener); ok && !r.cfg.DisableListen {
+	l, listen := r.store.(stores.Listener)
+	listen = listen && !r.cfg.DisableListen
+	if listen {
 		wg.Go(func() {
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -88,7 +106,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		wg.Wait()
 		close(r.done)
 	}()
-	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "listen", !r.cfg.DisableListen)
+	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "listen", listen, "ordered", !r.cfg.Unordered)
 	return nil
 }
 
@@ -135,6 +153,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // Wake makes idle workers look for events now. Programs that enqueue in the
 // same process call it after commit when their store has no LISTEN/NOTIFY.
+// It is safe to call at any time, from any goroutine, before Start too.
 func (r *Relay) Wake() {
 	for _, ch := range r.wakes {
 		select {
@@ -155,16 +174,17 @@ type Stats struct {
 	Retried     int64 // failed attempts scheduled for retry
 	Dead        int64 // events made dead
 	Outages     int64 // batches that found the broker unavailable
+	Refusals    int64 // batches the broker refused for the relay's configuration
 	StoreErrors int64 // claims or completions that failed
 }
 
 type counters struct {
-	claims, batches, published, retried, dead, outages, storeErrors atomic.Int64
+	claims, batches, published, retried, dead, outages, refusals, storeErrors atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Claims: c.claims.Load(), Batches: c.batches.Load(), Published: c.published.Load(), Retried: c.retried.Load(),
-		Dead: c.dead.Load(), Outages: c.outages.Load(), StoreErrors: c.storeErrors.Load(),
+		Dead: c.dead.Load(), Outages: c.outages.Load(), Refusals: c.refusals.Load(), StoreErrors: c.storeErrors.Load(),
 	}
 }

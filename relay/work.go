@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -14,21 +15,30 @@ import (
 // lingerInterval is how soon a worker claims again after the backlog ran dry.
 const lingerInterval = 25 * time.Millisecond
 
-// errOutage says a batch found the broker unavailable.
-var errOutage = errors.New("broker unavailable")
+// errOutage says a batch found the broker unavailable; errRefused that the
+// broker refused the relay's configuration.
+var (
+	errOutage  = errors.New("broker unavailable")
+	errRefused = errors.New("broker refused the relay's configuration")
+)
 
 // work is one worker's loop: claim, publish, complete, again while claims
 // find events; when one finds none, wait for a wake-up or the poll interval.
+// It returns when the relay stops or ctx ends, whatever the breaker's state.
 func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 	storeBackoff := Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
 	storeFailures := 0
 	busy := false // the last claim found events
 	for {
-		if !r.brk.wait(r.stop) {
+		probe, ok := r.brk.wait(ctx, r.stop)
+		if !ok {
 			return
 		}
 		select {
 		case <-r.stop:
+			if probe {
+				r.brk.abandon()
+			}
 			return
 		default:
 		}
@@ -36,17 +46,32 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 		var idle time.Duration
 		switch {
 		case ctx.Err() != nil:
+			if probe {
+				r.brk.abandon()
+			}
 			return
+		case errors.Is(err, errRefused):
+			d := r.brk.failure()
+			r.log.Error("the broker refused the relay's configuration (credentials, permissions or a missing target); "+
+				"pausing the relay, no event is charged an attempt: fix the configuration",
+				"retry_in", d.Round(time.Millisecond), "error", err)
+			continue
 		case errors.Is(err, errOutage):
 			d := r.brk.failure()
 			r.log.Warn("broker unavailable; pausing the relay", "retry_in", d.Round(time.Millisecond), "error", err)
 			continue
-		}
-		// Anything but an outage ends one: the broker answered, or there
-		// was nothing to publish, or the store failed (not the broker's
-		// business).
-		if r.brk.success() && n > 0 {
-			r.log.Info("broker available again; relay resumed")
+		case n == 0:
+			// The claim failed or found nothing: the broker was not
+			// tested, so a probe hands its turn on.
+			if probe {
+				r.brk.abandon()
+			}
+		default:
+			// The broker answered the batch (a store error may still
+			// have failed its completion).
+			if r.brk.success() {
+				r.log.Info("broker available again; relay resumed")
+			}
 		}
 		switch {
 		case err != nil:
@@ -114,12 +139,19 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	now := r.cfg.Clock.Now()
 	o := stores.Outcome{Now: now, DeletePublished: r.cfg.Retention == 0}
 	res := BatchResult{Claimed: len(recs)}
-	var outage error
+	var outage, refused error
 	for i, err := range errs {
 		rec := &recs[i]
 		switch {
 		case err == nil:
 			o.Published = append(o.Published, rec.ID)
+		case publishers.IsMisconfigured(err):
+			// The broker refused the configuration: not the event's
+			// fault either. Leave it untouched.
+			res.Refused++
+			if refused == nil {
+				refused = err
+			}
 		case publishers.IsUnavailable(err):
 			// Not the event's fault: leave it untouched.
 			res.Unavailable++
@@ -128,18 +160,18 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			}
 		case r.blocksKey(rec):
 			// Ordered and blocking: retry for ever, holding the key.
-			next := now.Add(r.cfg.RetryBackoff.delay(rec.Attempts + 1))
-			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: next})
-			if rec.Attempts+1 == r.cfg.MaxAttempts || publishers.IsPermanent(err) && rec.Attempts == 0 {
-				r.log.Error("event keeps failing and holds its key back; dead-letter it by hand to go on",
-					"id", rec.ID, "topic", rec.Topic, "key", rec.Key, "attempts", rec.Attempts+1, "error", err)
-			}
+			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: now.Add(d)})
+			r.failures.event(slog.LevelError, "event fails and holds its key back; it is retried until it succeeds or is dead-lettered by hand (outbox dead-letter ID)",
+				rec, err, "retry_in", d.Round(time.Millisecond))
 		case publishers.IsPermanent(err), rec.Attempts+1 >= r.cfg.MaxAttempts:
 			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: err.Error()})
-			r.log.Warn("event dead", "id", rec.ID, "topic", rec.Topic, "attempts", rec.Attempts+1, "error", err)
+			r.failures.event(slog.LevelError, "event dead", rec, err, "permanent", publishers.IsPermanent(err))
 		default:
-			next := now.Add(r.cfg.RetryBackoff.delay(rec.Attempts + 1))
-			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: next})
+			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: now.Add(d)})
+			r.failures.event(slog.LevelWarn, "publish failed; retrying", rec, err,
+				"retry_in", d.Round(time.Millisecond), "attempts_left", r.cfg.MaxAttempts-rec.Attempts-1)
 		}
 	}
 	// Store what is known even when the broker went away mid-batch: the
@@ -158,7 +190,11 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	if h := r.cfg.Hooks.AfterComplete; h != nil {
 		h(res)
 	}
-	if outage != nil {
+	switch {
+	case refused != nil:
+		r.stats.refusals.Add(1)
+		return len(recs), errors.Join(errRefused, refused)
+	case outage != nil:
 		r.stats.outages.Add(1)
 		return len(recs), errors.Join(errOutage, outage)
 	}

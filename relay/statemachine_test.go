@@ -1,0 +1,361 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/clocktest"
+	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// TestCancelWhileBreakerOpen: cancelling Start's context ends every
+// goroutine at once, though the breaker is open for an hour.
+func TestCancelWhileBreakerOpen(t *testing.T) {
+	r, s, p := newMem(t, Config{OutageBackoff: Backoff{Min: time.Hour, Max: time.Hour}})
+	p.set(every(publishers.Unavailable(errors.New("down"))))
+	s.add(msgs(3, "")...)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an outage", func() bool { return r.Stats().Outages >= 1 })
+	cancel()
+	waitDone(t, r, "context cancelled with the breaker open")
+	if n := chargedAttempts(s); n != 0 {
+		t.Fatalf("the outage charged %d attempts", n)
+	}
+}
+
+// TestProbeLeftByContextHandsOn: a worker whose probe ends with its context
+// hands the probe on; the breaker does not wait for a result that never
+// comes.
+func TestProbeLeftByContextHandsOn(t *testing.T) {
+	b := newBreaker(Backoff{Min: time.Millisecond, Max: time.Millisecond})
+	b.failure()
+	stopCh := make(chan struct{})
+	eventually(t, "the first probe", func() bool {
+		probe, ok := b.wait(context.Background(), stopCh)
+		return probe && ok
+	})
+	second := make(chan bool, 1)
+	go func() {
+		probe, ok := b.wait(context.Background(), stopCh)
+		second <- probe && ok
+	}()
+	b.abandon()
+	select {
+	case got := <-second:
+		if !got {
+			t.Fatal("the second waiter did not get the probe")
+		}
+	case <-time.After(bound):
+		t.Fatal("the second waiter still waits after the first probe was abandoned")
+	}
+	// And a waiter leaves when its context ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	left := make(chan bool, 1)
+	go func() {
+		_, ok := b.wait(ctx, stopCh)
+		left <- ok
+	}()
+	select {
+	case ok := <-left:
+		if ok {
+			t.Fatal("wait returned ok with a cancelled context and a probe running")
+		}
+	case <-time.After(bound):
+		t.Fatal("wait ignores its cancelled context while a probe runs")
+	}
+}
+
+// TestWakeConcurrentWithStart: Wake may run while Start does (the race
+// detector watches), and before it.
+func TestWakeConcurrentWithStart(t *testing.T) {
+	r, _, _ := newMem(t, Config{})
+	r.Wake()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 1000 {
+			r.Wake()
+		}
+	})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	stop(t, r)
+}
+
+// TestWakeClaimsNow: with an hour's poll interval, Wake alone makes an idle
+// relay claim.
+func TestWakeClaimsNow(t *testing.T) {
+	r, s, _ := newMem(t, Config{PollInterval: time.Hour})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "the first (empty) claims", func() bool { return r.Stats().Claims >= 2 })
+	s.add(msgs(5, "")...)
+	r.Wake()
+	eventually(t, "the events published after Wake", func() bool { return len(published(s)) == 5 })
+}
+
+// TestStopWaitsForInFlightBatch: Stop returns only after the batch being
+// published is acknowledged and marked.
+func TestStopWaitsForInFlightBatch(t *testing.T) {
+	r, s, p := newMem(t, Config{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	p.set(func(_ context.Context, m []outbox.Message) []error {
+		once.Do(func() { close(entered) })
+		<-release
+		return make([]error, len(m))
+	})
+	s.add(msgs(4, "")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		stopped <- r.Stop(ctx)
+	}()
+	eventually(t, "Stop to begin", func() bool {
+		select {
+		case <-r.stop:
+			return true
+		default:
+			return false
+		}
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a batch was being published", err)
+	default:
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(published(s)); n != 4 {
+		t.Fatalf("%d of 4 events marked published when Stop returned", n)
+	}
+}
+
+// TestStopDeadlineLeavesEventsPending: a Stop whose context ends abandons
+// the in-flight batch: its events stay pending, uncharged.
+func TestStopDeadlineLeavesEventsPending(t *testing.T) {
+	r, s, p := newMem(t, Config{})
+	entered := make(chan struct{})
+	var once sync.Once
+	p.set(func(ctx context.Context, m []outbox.Message) []error {
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		return every(publishers.Unavailable(ctx.Err()))(ctx, m)
+	})
+	s.add(msgs(4, "")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop = %v, want context.Canceled", err)
+	}
+	waitDone(t, r, "after Stop")
+	if n := s.count(0); n != 4 {
+		t.Fatalf("%d of 4 events pending after the abandoned Stop", n)
+	}
+	if n := chargedAttempts(s); n != 0 {
+		t.Fatalf("the abandoned batch charged %d attempts", n)
+	}
+}
+
+// TestPublishTimeoutIsAnOutage: a broker that never acknowledges within
+// PublishTimeout opens the breaker; nothing is charged; once it answers,
+// everything is published.
+func TestPublishTimeoutIsAnOutage(t *testing.T) {
+	r, s, p := newMem(t, Config{PublishTimeout: 20 * time.Millisecond})
+	p.set(func(ctx context.Context, m []outbox.Message) []error {
+		<-ctx.Done() // never acknowledges
+		return every(publishers.Unavailable(ctx.Err()))(ctx, m)
+	})
+	s.add(msgs(10, "k")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "two outages", func() bool { return r.Stats().Outages >= 2 })
+	if n := chargedAttempts(s); n != 0 {
+		t.Fatalf("timeouts charged %d attempts", n)
+	}
+	p.set(nil)
+	eventually(t, "every event published", func() bool { return len(published(s)) == 10 })
+}
+
+// TestStoreTimeoutIsAStoreError: a claim that hangs becomes a store error
+// after StoreTimeout, and the relay goes on once the store answers.
+func TestStoreTimeoutIsAStoreError(t *testing.T) {
+	r, s, _ := newMem(t, Config{StoreTimeout: 20 * time.Millisecond})
+	var hang sync.Mutex
+	hanging := true
+	s.beforeClaim = func(ctx context.Context) error {
+		hang.Lock()
+		h := hanging
+		hang.Unlock()
+		if h {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	s.add(msgs(3, "")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "a store error", func() bool { return r.Stats().StoreErrors >= 1 })
+	hang.Lock()
+	hanging = false
+	hang.Unlock()
+	eventually(t, "every event published", func() bool { return len(published(s)) == 3 })
+}
+
+// TestRefusedConfigurationPausesAndChargesNothing: a broker that refuses
+// the relay's configuration pauses it like an outage, charges no event,
+// and says so in an error line each time; fixed, the relay goes on.
+func TestRefusedConfigurationPausesAndChargesNothing(t *testing.T) {
+	var logs logBuffer
+	r, s, p := newMem(t, Config{Logger: logs.logger()})
+	p.set(every(publishers.Misconfigured(errors.New("ACCESS_REFUSED - Login was refused"))))
+	s.add(msgs(5, "k")...)
+	s.add(msgs(5, "")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "two refusals", func() bool { return r.Stats().Refusals >= 2 })
+	if n := chargedAttempts(s); n != 0 {
+		t.Fatalf("refusals charged %d attempts", n)
+	}
+	if n := s.count(2); n != 0 {
+		t.Fatalf("%d events dead because the broker refused the configuration", n)
+	}
+	lines := logs.lines("refused the relay's configuration")
+	if len(lines) < 2 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "ACCESS_REFUSED") {
+		t.Fatalf("want an ERROR line per refusal naming the broker's error; got %q", lines)
+	}
+	if st := r.Stats(); st.Outages != 0 {
+		t.Fatalf("refusals counted as %d outages", st.Outages)
+	}
+	p.set(nil)
+	eventually(t, "every event published", func() bool { return len(published(s)) == 10 })
+}
+
+// TestFailuresAreLoggedRateLimited: a broker that fails every event shows
+// in the log at once — one line for the topic, then one per interval that
+// counts the failures it left out — not one line per event, nor none.
+func TestFailuresAreLoggedRateLimited(t *testing.T) {
+	var logs logBuffer
+	clock := clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	r, s, p := newMem(t, Config{Logger: logs.logger(), Clock: clock, MaxAttempts: 100, Unordered: true,
+		RetryBackoff: Backoff{Min: time.Second, Max: time.Second}})
+	p.set(every(errors.New("nats: no response from stream")))
+	s.add(msgs(50, "")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "every event to fail once", func() bool { return chargedAttempts(s) == 50 })
+	if lines := logs.lines("publish failed; retrying"); len(lines) != 1 || !strings.Contains(lines[0], "no response from stream") ||
+		!strings.Contains(lines[0], "level=WARN") {
+		t.Fatalf("after 50 failures in one interval want one WARN line naming the error; got %q", lines)
+	}
+	clock.Advance(failureLogEvery + time.Second) // the retries are due, the interval over
+	r.Wake()
+	eventually(t, "every event to fail twice", func() bool { return chargedAttempts(s) == 100 })
+	lines := logs.lines("publish failed; retrying")
+	if len(lines) != 2 || !strings.Contains(lines[1], "more_since_last_line=49") {
+		t.Fatalf("want a second line counting the 49 left out; got %q", lines)
+	}
+}
+
+// TestKeyedFailureSaysItHoldsTheKey: in ordered mode a failing keyed head
+// logs an error that says it holds its key back and how to go on.
+func TestKeyedFailureSaysItHoldsTheKey(t *testing.T) {
+	var logs logBuffer
+	r, s, p := newMem(t, Config{Logger: logs.logger()})
+	p.set(every(errors.New("rejected")))
+	s.add(msgs(3, "acct-1")...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "the head to fail", func() bool { return chargedAttempts(s) >= 1 })
+	lines := logs.lines("holds its key back")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "key=acct-1") ||
+		!strings.Contains(lines[0], "outbox dead-letter") {
+		t.Fatalf("want one ERROR line naming the key and the way out; got %q", lines)
+	}
+	if n := chargedAttempts(s); n != 1 {
+		t.Fatalf("%d attempts charged: the key's later events must wait behind its head", n)
+	}
+}
+
+// txStore is a memStore whose claims are "transactions" of type int.
+type txStore struct{ memStore }
+
+func (*txStore) ClaimsInTx(int) {}
+
+// TestNewRefusesWhatWouldFailLater: relay.New refuses a publish timeout
+// that outlives the store's claims, and in-process handlers of another
+// transaction type than the store's claims (or a store without any).
+func TestNewRefusesWhatWouldFailLater(t *testing.T) {
+	h := func(context.Context, string, outbox.Message) error { return nil }
+	for _, c := range []struct {
+		name  string
+		store stores.Store
+		cfg   Config
+		want  string
+	}{
+		{"publish timeout = claim timeout", &memStore{}, Config{PublishTimeout: 30 * time.Second}, "must be shorter than the store's claim timeout 30s"},
+		{"publish timeout > claim timeout", &memStore{}, Config{PublishTimeout: time.Minute}, "must be shorter"},
+		{"handlers without transactions", &memStore{}, Config{InProcess: Handlers(map[string]Handler[string]{"t": h})}, "the handlers take a string"},
+		{"handlers of another type", &txStore{}, Config{InProcess: Handlers(map[string]Handler[string]{"t": h})}, "TxClaimer[string]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.store, &memPub{}, &c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	ok := func(context.Context, int, outbox.Message) error { return nil }
+	if _, err := New(&txStore{}, &memPub{}, &Config{InProcess: Handlers(map[string]Handler[int]{"t": ok})}); err != nil {
+		t.Fatalf("New with handlers of the store's own type: %v", err)
+	}
+}
+
+// TestStartLogsWhetherItListens: a store without LISTEN is not said to
+// listen.
+func TestStartLogsWhetherItListens(t *testing.T) {
+	var logs logBuffer
+	r, _, _ := newMem(t, Config{Logger: logs.logger()})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, r)
+	if l := logs.lines("relay started"); len(l) != 1 || !strings.Contains(l[0], "listen=false") {
+		t.Fatalf("start line %q, want listen=false for a store without Listen", l)
+	}
+}
