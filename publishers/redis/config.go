@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -72,9 +73,17 @@ func (c Config) validate() error {
 }
 
 // options parses the URL into client options, with command retries off
-// unless the URL sets max_retries, and Publish's context deadline bounding
+// unless the URL sets max_retries, Publish's context deadline bounding
 // the socket reads and writes (without it go-redis waits up to its
-// ReadTimeout, 5 s by default, whatever the deadline).
+// ReadTimeout, 5 s by default, whatever the deadline), and a PING that
+// ends the setup of every new connection.
+//
+// The PING is how a URL without the password a server requires fails at
+// once: go-redis then sends no AUTH, the connection is set up
+// unauthenticated, and the server would answer a pipeline of XADDs with
+// "ERR Protocol error: unauthenticated multibulk length" and a closed
+// connection rather than NOAUTH. With it every command of the pipeline
+// fails with NOAUTH (Misconfigured), none is sent.
 func options(rawURL string) (*goredis.Options, error) {
 	opts, err := goredis.ParseURL(rawURL)
 	if err != nil {
@@ -84,5 +93,11 @@ func options(rawURL string) (*goredis.Options, error) {
 		opts.MaxRetries = -1
 	}
 	opts.ContextTimeoutEnabled = true
+	opts.OnConnect = func(ctx context.Context, cn *goredis.Conn) error {
+		if err := cn.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("set up the connection: PING: %w", err)
+		}
+		return nil
+	}
 	return opts, nil
 }

@@ -41,6 +41,19 @@
 //
 // # Errors
 //
+// Only an XADD that returned an entry ID counts as appended. When a
+// connection cannot be set up — Redis refuses the AUTH, the SELECT of the
+// URL's database, or is not there — go-redis sends no command of the
+// pipeline, and every message fails with the setup's error. Every new
+// connection ends its setup with a PING, so a URL without the password a
+// server requires fails with NOAUTH before any XADD is sent.
+//
+//   - publishers.Misconfigured: Redis refuses the configuration — the
+//     credentials (WRONGPASS, NOAUTH, ERR AUTH …), the user's permissions
+//     (NOPERM: no XADD, or no write on the stream's key) or the database
+//     (ERR DB index is out of range, ERR invalid DB index, SELECT on a
+//     cluster). The relay charges no attempt, pauses as a whole and logs
+//     the refusal; nothing changes until someone fixes the configuration.
 //   - publishers.Permanent: the payload, or the headers' JSON, is larger
 //     than Config.MaxPayload (checked before sending; Redis refuses bulk
 //     strings over its proto-max-bulk-len, 512 MiB by default, by closing
@@ -49,8 +62,22 @@
 //     errors and timeouts, a closed client, and the server errors that say
 //     Redis cannot take writes now: LOADING, BUSY, MASTERDOWN, TRYAGAIN,
 //     CLUSTERDOWN, READONLY, OOM, NOREPLICAS.
-//   - unmarked: any other server error (WRONGTYPE: the key is not a
-//     stream, …).
+//   - unmarked (retried, then dead-lettered): any other server error
+//     (WRONGTYPE: the key is not a stream, …).
+//
+// # Check
+//
+// Publisher implements publishers.Checker. Check opens a connection of its
+// own from Config.URL — the AUTH (or HELLO) and SELECT of a new connection,
+// then a PING — and then proves the user may run XADD without appending
+// anything: MULTI, an XADD of a probe entry to the stream of the topic
+// "outbox-check", DISCARD (Redis checks a queued command's permissions when
+// it queues it). A refusal is Misconfigured, an unreachable server
+// Unavailable. Key permissions depend on the topics, which Check does not
+// know: a NOPERM for the probe's key passes, and the messages of a stream
+// the user may not write fail at Publish, as Misconfigured. A user without
+// MULTI skips the probe. With Config.Client, Check only sends a PING
+// through that client.
 //
 // # URLs
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -82,6 +83,44 @@ var harness = publishertest.Harness{
 			Start: func(t *testing.T) { px.Restore(t) },
 		}
 	},
+	Refusals: []publishertest.Refusal{
+		{Name: "wrong password", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			s := startPrivateRedis(t)
+			s.expectEmpty(t)
+			return newFromURL(s.url(":wrong-pw", 0), env)
+		}},
+		{Name: "no password where one is required", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			s := startPrivateRedis(t)
+			s.expectEmpty(t)
+			return newFromURL(s.url("", 0), env)
+		}},
+		{Name: "unknown database", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			connect(t) // the shared Redis is there
+			u, err := url.Parse(redisURL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Path = "/99" // Redis has 16 databases unless configured otherwise
+			return newFromURL(u.String(), env)
+		}},
+		{Name: "user without XADD", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			s := startPrivateRedis(t)
+			s.expectEmpty(t)
+			return newFromURL(s.url(s.addUser(t, "noxadd", "~*", "+@all", "-xadd"), 0), env)
+		}},
+	},
+}
+
+// newFromURL is a refused publisher as the CLI makes it, from a URL (with
+// no query), with a stream prefix of its own and env's MaxPayload.
+func newFromURL(rawURL string, env publishertest.Env) (publishers.Publisher, error) {
+	q := url.Values{"max_payload": {fmt.Sprint(env.MaxPayload)},
+		"stream_prefix": {fmt.Sprintf("outbox-test:%d:%d:", os.Getpid(), seq.Add(1))}}
+	p, err := redispub.NewFromURL(rawURL + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func env(rdb *goredis.Client, pubURL, prefix string) publishertest.Env {

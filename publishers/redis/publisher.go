@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +49,9 @@ var _ publishers.Publisher = (*Publisher)(nil)
 
 // New returns a Publisher. It makes a client from cfg.URL unless cfg.Client
 // is set; it does not wait for Redis to answer, so it succeeds while Redis
-// is down and Publish fails as unavailable until it is up.
+// is down (Publish fails as unavailable until it is up) and when Redis
+// refuses the configuration (Publish fails as misconfigured): Check tells
+// these apart before the first publish.
 func New(cfg Config) (*Publisher, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -166,53 +166,54 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	if pipe.Len() == 0 {
 		return errs
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own result
+	// Exec fails as a whole when the connection could not be set up
+	// (a refused AUTH or SELECT, an unreachable server): then no command
+	// was sent, and a command with no error of its own must still not
+	// count. Only an XADD that returned an entry ID appended its entry.
+	_, execErr := pipe.Exec(ctx)
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
 		}
-		if err := cmd.Err(); err != nil {
+		err := cmd.Err()
+		if err == nil && !isEntryID(cmd.Val()) {
+			err = notAppended(cmd.Val(), execErr)
+		}
+		if err != nil {
 			errs[i] = classify(fmt.Errorf("redis publish %s to stream %q: %w", msgs[i].ID, p.stream(msgs[i].Topic), err))
 		}
 	}
 	return errs
 }
 
-// Server errors that say Redis cannot take writes now.
-var unavailablePrefixes = []string{"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "OOM", "NOREPLICAS"}
+// notAppended is the error of an XADD that returned no entry ID: reply is
+// what it returned instead, execErr the pipeline's error.
+func notAppended(reply string, execErr error) error {
+	if execErr != nil {
+		return fmt.Errorf("%w: %w", errNotAppended, execErr)
+	}
+	return fmt.Errorf("%w: reply %q", errNotAppended, reply)
+}
 
-// classify marks err for the relay.
-func classify(err error) error {
-	if err == nil {
-		return nil
+// errNotAppended: an XADD of the pipeline returned no entry ID.
+var errNotAppended = errors.New("not appended (Redis returned no entry ID)")
+
+// isEntryID reports whether s is a stream entry ID, "<ms>-<seq>".
+func isEntryID(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	return ok && digits(ms) && digits(seq)
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
 	}
-	switch {
-	case errors.Is(err, ErrClosed),
-		errors.Is(err, goredis.ErrClosed),
-		errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, context.Canceled),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, net.ErrClosed):
-		return publishers.Unavailable(err)
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return publishers.Unavailable(err)
-	}
-	var re goredis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		for _, prefix := range unavailablePrefixes {
-			if strings.HasPrefix(msg, prefix) {
-				return publishers.Unavailable(err)
-			}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
 		}
-		return err
 	}
-	// Not a reply from Redis: the way to it failed (e.g. a dial error
-	// go-redis does not wrap as net.Error).
-	return publishers.Unavailable(err)
+	return true
 }
 
 // Close closes the client when New made it. Calling Close again does

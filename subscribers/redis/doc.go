@@ -44,6 +44,21 @@
 // it was handled. The XADD and the XACK are two commands: when the XACK is
 // lost the entry may be dead-lettered twice.
 //
+// # Errors
+//
+// Start creates the consumer group on each stream (XGROUP CREATE … MKSTREAM,
+// BUSYGROUP ignored); it is the first command the subscriber sends, so a
+// client Redis refuses fails Start at once. When the refusal is of the
+// configuration — wrong credentials (WRONGPASS, NOAUTH, ERR AUTH), no
+// permission (NOPERM), an unknown database (ERR DB index is out of range)
+// — the error wraps ErrRefused: retrying does not help until someone fixes
+// the configuration. Other errors (Redis unreachable) are returned as they
+// are; retrying Start is the caller's choice. Once running, the subscriber
+// retries failed reads by itself: an outage is logged as a warning, a
+// refusal (credentials changed under it) as an error, every second, until
+// it is fixed. The client is the caller's: how it connects (URL,
+// password, database, TLS) is set there.
+//
 // # Stop
 //
 // Stop stops reading and claiming, lets in-flight handlers finish and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -39,7 +40,55 @@ func TestConformance(t *testing.T) {
 			return subscribertest.Outage{Env: newEnv(t, px.Addr).env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{Concurrency: true, HeldWhileDelivered: true, CountsDeliveries: true, Redelivers: true},
+		Refusals: []subscribertest.Refusal{
+			{Name: "wrong password", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				return refusedSub(t, startPrivateRedis(t).url(":wrong-pw", 0), c)
+			}},
+			{Name: "no password where one is required", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				return refusedSub(t, startPrivateRedis(t).url("", 0), c)
+			}},
+			{Name: "unknown database", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				u, err := url.Parse(redisURL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.Path = "/99" // Redis has 16 databases unless configured otherwise
+				return refusedSub(t, u.String(), c)
+			}},
+		},
 	})
+}
+
+// refusedSub is a subscriber of c on a client of rawURL (closed at
+// cleanup), on streams of its own; Start must fail.
+func refusedSub(t *testing.T, rawURL string, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	opts, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	e := &env{prefix: fmt.Sprintf("outbox-subtest:%d:%d:", os.Getpid(), seq.Add(1))}
+	sub, err := redissub.New(rdb, c.Inbox, c.Handler, e.config(c))
+	if err != nil {
+		return nil, err
+	}
+	return refusedStart{t, sub}, nil
+}
+
+// refusedStart checks that the refusal is said as such: Start's error
+// wraps ErrRefused.
+type refusedStart struct {
+	t *testing.T
+	subscribertest.Subscriber
+}
+
+func (r refusedStart) Start(ctx context.Context) error {
+	err := r.Subscriber.Start(ctx)
+	if err != nil && !errors.Is(err, redissub.ErrRefused) {
+		r.t.Errorf("Start: %v: want an error wrapping ErrRefused", err)
+	}
+	return err
 }
 
 func redisURL() string {

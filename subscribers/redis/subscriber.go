@@ -12,6 +12,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/publishers"
+	redispub "github.com/outboxgo/outbox/publishers/redis"
 	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
@@ -59,7 +61,9 @@ func (s *Subscriber[TTx]) Consumer() string { return s.cfg.Consumer }
 
 // Start creates the consumer group on each stream where it is missing
 // (XGROUP CREATE … 0 MKSTREAM) and starts handling entries. It may be
-// called once.
+// called once. It fails at once when Redis cannot be reached or refuses
+// the client; a refusal of the configuration (credentials, permissions,
+// database) wraps ErrRefused.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	return s.lc.Start(func() error {
 		if err := s.createGroups(ctx); err != nil {
@@ -73,16 +77,30 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	})
 }
 
-// createGroups creates the group on each stream where it is missing.
+// createGroups creates the group on each stream where it is missing. A
+// refusal (credentials, permissions, database) wraps ErrRefused.
 func (s *Subscriber[TTx]) createGroups(ctx context.Context) error {
 	for _, stream := range s.cfg.Streams {
 		err := s.rdb.XGroupCreateMkStream(ctx, stream, s.cfg.Group, "0").Err()
 		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-			return fmt.Errorf("redis subscriber: create group %s on %s: %w", s.cfg.Group, stream, err)
+			err = fmt.Errorf("create group %s on %s: %w", s.cfg.Group, stream, err)
+			if refused(err) {
+				return fmt.Errorf("redis subscriber: %w: %w", ErrRefused, err)
+			}
+			return fmt.Errorf("redis subscriber: %w", err)
 		}
 	}
 	return nil
 }
+
+// ErrRefused marks an error of Start as Redis refusing the subscriber's
+// configuration: wrong credentials (WRONGPASS, NOAUTH), no permission
+// (NOPERM), an unknown database. Retrying does not help until the
+// configuration is fixed.
+var ErrRefused = errors.New("refused by Redis (credentials, permissions or database)")
+
+// refused reports whether err is Redis refusing the configuration.
+func refused(err error) bool { return publishers.IsMisconfigured(redispub.Classify(err)) }
 
 // Stop stops reading and claiming, and waits for in-flight handlers to
 // finish and their entries to be settled. When ctx ends first it cancels
@@ -170,11 +188,17 @@ func (s *Subscriber[TTx]) read() {
 		if err != nil {
 			s.release(n)
 			if !errors.Is(err, goredis.Nil) {
-				s.log.Warn("redis subscriber: read", "err", err)
+				wait := 100 * time.Millisecond
+				if refused(err) {
+					s.log.Error("redis subscriber: read: refused by Redis (credentials, permissions or database); retrying until the configuration is fixed", "err", err)
+					wait = time.Second
+				} else {
+					s.log.Warn("redis subscriber: read", "err", err)
+				}
 				if strings.HasPrefix(err.Error(), "NOGROUP") { // a stream was deleted
 					s.createGroups(context.Background())
 				}
-				s.lc.Wait(100 * time.Millisecond)
+				s.lc.Wait(wait)
 			}
 			continue
 		}

@@ -2,6 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +88,74 @@ func TestClaimBacklogAtHandlerPace(t *testing.T) {
 	if got := handled.Load(); got < n {
 		t.Errorf("%d of %d claimable entries handled in 10s with PollInterval 1m and Concurrency 1", got, n)
 	}
+}
+
+// TestRefusedMidRunLogsError: a subscriber whose credentials Redis stops
+// accepting while it runs says so at level Error, not as a passing
+// warning, and Stop still returns.
+func TestRefusedMidRunLogsError(t *testing.T) {
+	s := startPrivateRedis(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: s.addr, Password: adminPassword, MaxRetries: -1})
+	defer func() { _ = rdb.Close() }()
+	logs := &recordHandler{}
+	cfg := redissub.Config{Streams: []string{"orders"}, Group: "g", DeadLetterStream: "dead",
+		PollInterval: 10 * time.Millisecond, Block: 10 * time.Millisecond, Logger: slog.New(logs)}
+	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
+	sub, err := redissub.New(rdb, inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(context.Background()) }()
+	// A new password, and every connection dropped: the next ones are
+	// refused.
+	if err := s.admin.ConfigSet(ctx, "requirepass", "changed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.admin.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err()
+	for !logs.has(slog.LevelError, "WRONGPASS") {
+		if ctx.Err() != nil {
+			t.Fatalf("no error logged for the refused credentials; logs: %v", logs.all())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// recordHandler keeps every log record's level and text.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, line)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *recordHandler) has(level slog.Level, text string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if strings.HasPrefix(r, level.String()+" ") && strings.Contains(r, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *recordHandler) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.recs...)
 }
