@@ -133,10 +133,11 @@ func (b *rabbitBroker) dial() (*amqp.Connection, error) {
 }
 
 // badInput: what publishers/rabbitmq refuses for good (Permanent) before
-// sending, and a message the node itself refuses (over its
-// max_message_size: it closes the channel with 406, and the publisher
-// publishes the batch's unconfirmed messages one by one to find it). A
-// missing exchange is not here: it is a configuration error, retried, not
+// sending (too large, not representable, a CC or BCC header), and a
+// message the node itself refuses (over its max_message_size: it closes
+// the channel with 406, and the publisher publishes the batch's
+// unconfirmed messages one by one to find it). A missing exchange is not
+// here: it is a configuration error (Misconfigured: the relay pauses), not
 // a bad event.
 func (b *rabbitBroker) badInput() []badCase {
 	return []badCase{
@@ -149,6 +150,9 @@ func (b *rabbitBroker) badInput() []badCase {
 				Headers: map[string]string{strings.Repeat("h", 300): "x"}}},
 		{"a topic whose routing key (prefix + topic) is over 255 bytes", "not representable in AMQP 0-9-1: routing key",
 			outbox.Message{Topic: strings.Repeat("t", 250), Key: badKey, Type: "Bad", Payload: []byte("{}")}},
+		{"a header named CC (RabbitMQ's sender-selected distribution: more routing keys)", "header reserved by RabbitMQ",
+			outbox.Message{Topic: "orders", Key: badKey, Type: "Bad", Payload: []byte("{}"),
+				Headers: map[string]string{"CC": rabbitRoutingPrefix + "orders"}}},
 	}
 }
 

@@ -19,6 +19,18 @@
 //     by the publisher's;
 //   - body: Message.Payload.
 //
+// AMQP strings are binary-safe: keys, types and header values arrive byte
+// for byte (spaces, CR, LF, non-ASCII included).
+//
+// RabbitMQ reads the headers named CC and BCC (exactly so; it matches
+// them case-sensitively) as sender-selected distribution: more routing
+// keys to deliver the message with. A message with such a header would go
+// where its publisher did not send it (or, with a string value, make the
+// broker close the channel), so the publisher refuses it before sending:
+// it fails as publishers.Permanent with ErrReservedHeader. Enqueue cannot
+// refuse these names for every broker; name such headers otherwise ("Cc"
+// and "cc" pass).
+//
 // # Delivery
 //
 // The channel is in confirm mode. Publish sends a whole batch pipelined
@@ -35,31 +47,57 @@
 // false (messages of one call on one channel are stored in call order).
 //
 // When the connection or the channel closes (broker down, network cut,
-// channel error), the messages in flight fail as unavailable and the next
-// Publish dials again: the relay recovers without a restart.
+// channel error), the messages in flight fail and the next Publish dials
+// again: the relay recovers without a restart.
 //
 // # Errors
 //
+// Every path that publishes — a batch, and a message published again alone
+// (below) — first refuses what the publisher never sends, the same way
+// whatever happens to the rest of the batch.
+//
+//   - publishers.Misconfigured: the broker refuses the configuration, at
+//     New (the dial) or later, when it closes the channel or the
+//     connection with 403 ACCESS_REFUSED (wrong credentials; no permission
+//     to write to the exchange; an internal exchange), 404 NOT_FOUND (the
+//     exchange does not exist, or was deleted) or 530 NOT_ALLOWED (an
+//     unknown vhost, or one the user may not use; a connection limit
+//     reached is no refusal). Every message the close failed is
+//     Misconfigured (ErrConfigRefused): it is no event's fault, so the
+//     relay charges no attempt, pauses and logs the refusal as an error;
+//     the next Publish dials again, and publishes once someone fixed the
+//     configuration. See ConfigRefusal.
 //   - publishers.Permanent: the payload is larger than
-//     Config.MaxMessageSize (ErrTooLarge, checked before sending); the
-//     message cannot be encoded in AMQP 0-9-1 (ErrNotRepresentable: a
-//     routing key, header name or type over 255 bytes, checked before
-//     sending); or the broker refused it (ErrRefused): it closed the
-//     channel with 406 PRECONDITION_FAILED, e.g. for a message over its
-//     max_message_size. Such a close names no message and fails everything
-//     in flight on the channel, so the publisher then publishes those
-//     messages again one at a time, each on a channel of its own, to tell
-//     the refused ones from the rest. That is slow: keep MaxMessageSize at
-//     or below the server's max_message_size (default 128 MiB) so that
-//     size refusals happen before sending.
+//     Config.MaxMessageSize (ErrTooLarge); the message cannot be encoded in
+//     AMQP 0-9-1 (ErrNotRepresentable: a routing key, header name or type
+//     over 255 bytes); it has a header named CC or BCC (ErrReservedHeader)
+//     — all three checked before sending; or the broker refused it
+//     (ErrRefused): it closed the channel with 406 PRECONDITION_FAILED,
+//     e.g. for a message over its max_message_size. Such a close names no
+//     message and fails everything in flight on the channel, so the
+//     publisher then publishes those messages again one at a time, each on
+//     a channel of its own, to tell the refused ones from the rest. That is
+//     slow: keep MaxMessageSize at or below the server's max_message_size
+//     (default 128 MiB) so that size refusals happen before sending.
 //   - publishers.Unavailable: closed publisher, ended context, no
-//     connection or channel (dial failed, connection lost, channel closed),
-//     no confirm within Config.ConfirmTimeout, the connection blocked by a
-//     resource alarm (ErrBlocked: nothing is sent while the broker says
-//     connection.blocked).
-//   - unmarked: unroutable (ErrUnroutable), nacked by the broker
-//     (ErrNacked), or the channel was closed by the server for a reason
-//     that names the exchange (404 NOT_FOUND: the exchange does not exist).
+//     connection or channel (dial failed, connection lost, channel closed
+//     for another reason), no confirm within Config.ConfirmTimeout, the
+//     connection blocked by a resource alarm (ErrBlocked: nothing is sent
+//     while the broker says connection.blocked).
+//   - unmarked (retried, then dead-lettered): unroutable (ErrUnroutable),
+//     nacked by the broker (ErrNacked).
+//
+// # Check
+//
+// Publisher implements publishers.Checker. Check dials a connection of its
+// own (the credentials and the vhost), declares the exchange passively
+// (it must exist; the default exchange "" always does), and publishes a
+// probe message in a transaction that it rolls back: RabbitMQ checks the
+// write permission and whether the exchange is internal when a message is
+// published, and delivers it only at a commit that never comes. A refusal
+// is Misconfigured, an unreachable broker Unavailable. Topic permissions
+// depend on the routing key, which Check does not know: they are checked
+// at Publish.
 //
 // # URLs
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,9 +78,15 @@ func topology(t testing.TB) (exchange, queue string) {
 	return name, name
 }
 
+// exchanges maps a test's name to the exchange its Setup declared, for
+// the refusals (publishertest.Env does not name it).
+var exchanges sync.Map
+
 var harness = publishertest.Harness{
 	Setup: func(t *testing.T) publishertest.Env {
 		ex, q := topology(t)
+		exchanges.Store(t.Name(), ex)
+		t.Cleanup(func() { exchanges.Delete(t.Name()) })
 		return env(rabbitURL(), ex, q)
 	},
 	Outage: func(t *testing.T) publishertest.Outage {
@@ -93,6 +100,45 @@ var harness = publishertest.Harness{
 			Start: func(t *testing.T) { px.Restore(t) },
 		}
 	},
+	Refusals: []publishertest.Refusal{
+		{Name: "wrong password", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			return refusedFromURL(t, env, func(u *url.URL) { u.User = url.UserPassword(u.User.Username(), "wrong-password") }, "")
+		}},
+		{Name: "unknown vhost", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			return refusedFromURL(t, env, func(u *url.URL) { u.Path, u.RawPath = "/outbox-no-such-vhost", "" }, "")
+		}},
+		{Name: "missing exchange", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			return refusedFromURL(t, env, nil, "-missing")
+		}},
+		{Name: "user without write permission", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
+			user := readOnlyUser(t)
+			return refusedFromURL(t, env, func(u *url.URL) { u.User = user }, "")
+		}},
+	},
+}
+
+// refusedFromURL is a refused publisher as the CLI makes it, from a URL:
+// the shared broker's, changed by edit, publishing to the test's exchange
+// with suffix appended.
+func refusedFromURL(t *testing.T, env publishertest.Env, edit func(*url.URL), suffix string) (publishers.Publisher, error) {
+	ex, ok := exchanges.Load(t.Name())
+	if !ok {
+		t.Fatal("no exchange for this test: Setup was not called with its t")
+	}
+	u, err := url.Parse(rabbitURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(u)
+	}
+	u.RawQuery = url.Values{"exchange": {ex.(string) + suffix}, "max_message_size": {fmt.Sprint(env.MaxPayload)},
+		"confirm_timeout": {"20s"}}.Encode()
+	p, err := rabbitpub.NewFromURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func env(pubURL, exchange, queue string) publishertest.Env {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/publishers"
@@ -42,18 +44,132 @@ func TestUnroutable(t *testing.T) {
 }
 
 // TestMissingExchange: publishing to an exchange that does not exist fails
-// unmarked, and the publisher publishes again to one that does.
+// as Misconfigured — not Permanent (no event's fault), not Unavailable —
+// and the publisher publishes once the exchange exists.
 func TestMissingExchange(t *testing.T) {
 	ex, _ := topology(t)
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex + "-missing"})
+	missing := ex + "-missing"
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: missing})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}})
-	if errs[0] == nil || publishers.IsPermanent(errs[0]) {
-		t.Errorf("got %v, want a non-permanent error", errs[0])
+	msgs := []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}, {ID: outbox.NewID(), Topic: testTopic}}
+	for i, err := range p.Publish(ctx, msgs) {
+		if !misconfiguredOnly(err) || !errors.Is(err, rabbitpub.ErrConfigRefused) {
+			t.Errorf("message %d: got %v, want ErrConfigRefused classified Misconfigured only", i, err)
+		}
 	}
-	t.Logf("missing exchange: %v", errs[0])
+	q := declare(t, missing)
+	for i, err := range p.Publish(ctx, msgs) {
+		if err != nil {
+			t.Errorf("after the exchange was declared: message %d: %v", i, err)
+		}
+	}
+	if got := read(t, q, 2, 15*time.Second); len(got) != 2 {
+		t.Errorf("read %d messages, want 2", len(got))
+	}
+}
+
+// TestExchangeDeletedMidRun: an exchange deleted under a running
+// publisher fails the next batch as Misconfigured, and Check says so.
+func TestExchangeDeletedMidRun(t *testing.T) {
+	ex, _ := topology(t)
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}})[0]; err != nil {
+		t.Fatal(err)
+	}
+	conn := dialRabbit(t)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDelete(ex, false, false); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		msgs := []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}, {ID: outbox.NewID(), Topic: testTopic}, {ID: outbox.NewID(), Topic: testTopic}}
+		for i, err := range p.Publish(ctx, msgs) {
+			if !misconfiguredOnly(err) {
+				t.Errorf("round %d: message %d: got %v, want Misconfigured only", round, i, err)
+			}
+		}
+	}
+	if err := p.Check(ctx); !misconfiguredOnly(err) {
+		t.Errorf("Check: got %v, want Misconfigured only", err)
+	}
+}
+
+// misconfiguredOnly: err is classified Misconfigured, and neither
+// Permanent nor Unavailable.
+func misconfiguredOnly(err error) bool {
+	return publishers.IsMisconfigured(err) && !publishers.IsPermanent(err) && !publishers.IsUnavailable(err)
+}
+
+// declare declares exchange (direct) and a queue of the same name bound to
+// it with testTopic, deleted at cleanup, and returns the queue's name.
+func declare(t *testing.T, exchange string) string {
+	t.Helper()
+	conn := dialRabbit(t)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.ExchangeDeclare(exchange, amqp.ExchangeDirect, false, false, false, false, nil)
+	}
+	if err == nil {
+		_, err = ch.QueueDeclare(exchange, false, false, false, false, nil)
+	}
+	if err == nil {
+		err = ch.QueueBind(exchange, testTopic, exchange, false, nil)
+	}
+	if err != nil {
+		t.Fatalf("declare %s: %v", exchange, err)
+	}
+	t.Cleanup(func() {
+		conn, err := amqp.Dial(rabbitURL())
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(exchange, false, false, false)
+			_ = ch.ExchangeDelete(exchange, false, false)
+		}
+	})
+	return exchange
+}
+
+// TestRoutingHeadersRefused: a message with a header named CC or BCC —
+// RabbitMQ's sender-selected distribution, which would route it with the
+// header's value as more routing keys — fails alone and permanently,
+// without being sent; the rest of the batch is published.
+func TestRoutingHeadersRefused(t *testing.T) {
+	ex, q := topology(t)
+	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	defer p.Close()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("b"), Headers: map[string]string{"CC": q}},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("c"), Headers: map[string]string{"BCC": q}},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("d"), Headers: map[string]string{"cc": "lower case is no routing header"}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for i, err := range p.Publish(ctx, msgs) {
+		switch {
+		case (i == 1 || i == 2) && (!publishers.IsPermanent(err) || !errors.Is(err, rabbitpub.ErrReservedHeader)):
+			t.Errorf("message %d: got %v, want a permanent ErrReservedHeader", i, err)
+		case (i == 0 || i == 3) && err != nil:
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+	got := read(t, q, 3, 2*time.Second) // 3: would a refused one arrive?
+	if len(got) != 2 || got[0].ID != msgs[0].ID.String() || got[1].ID != msgs[3].ID.String() {
+		t.Errorf("read %+v, want only messages 0 and 3", got)
+	}
 }
 
 func TestNewUnreachableIsUnavailable(t *testing.T) {

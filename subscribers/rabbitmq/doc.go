@@ -55,6 +55,21 @@
 // again, waiting Config.ReconnectDelay, doubling up to 30s. Config.Setup
 // runs on every new connection, so a topology it declares is restored.
 //
+// # Errors
+//
+// Start connects at once: a broker that cannot be reached, or that
+// refuses the subscriber, fails Start — it does not retry. When the broker
+// refuses the configuration — wrong credentials (403 ACCESS_REFUSED), an
+// unknown vhost or one the user may not use (530 NOT_ALLOWED), a missing
+// queue (404 NOT_FOUND), no permission on it (403) — the error wraps
+// ErrRefused (see publishers/rabbitmq's ConfigRefusal): retrying does not
+// help until someone fixes the configuration. Other errors (broker
+// unreachable) are returned as they are; retrying Start is the caller's
+// choice. Once running, a failed reconnection is logged as a warning, a
+// refused one (the queue deleted, the user's password changed) as an
+// error, at every attempt. URLs in errors and logs have their password
+// hidden.
+//
 // # Stop
 //
 // Stop cancels the consumer, lets in-flight handlers finish and

@@ -2,9 +2,12 @@ package rabbitmq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +29,12 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
-		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, rabbitURL()).env() },
+		Setup: func(t *testing.T) subscribertest.Env {
+			e := newEnv(t, rabbitURL())
+			envs.Store(t.Name(), e)
+			t.Cleanup(func() { envs.Delete(t.Name()) })
+			return e.env()
+		},
 		Outage: func(t *testing.T) subscribertest.Outage {
 			const local = "127.0.0.1:5672"
 			if !strings.Contains(rabbitURL(), "@"+local+"/") {
@@ -37,7 +45,61 @@ func TestConformance(t *testing.T) {
 			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{Concurrency: true},
+		Refusals: []subscribertest.Refusal{
+			{Name: "wrong password", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				return refusedSub(t, c, func(u *url.URL, _ *rabbitsub.Config) { u.User = url.UserPassword(u.User.Username(), "wrong-password") })
+			}},
+			{Name: "unknown vhost", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				return refusedSub(t, c, func(u *url.URL, _ *rabbitsub.Config) { u.Path, u.RawPath = "/outbox-no-such-vhost", "" })
+			}},
+			{Name: "missing queue", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+				return refusedSub(t, c, func(_ *url.URL, cfg *rabbitsub.Config) { cfg.Queue += "-missing" })
+			}},
+		},
 	})
+}
+
+// envs maps a test's name to the env its Setup made, for the refusals
+// (subscribertest.Env does not name the queue).
+var envs sync.Map
+
+// refusedSub is a subscriber of c on the test's queue, its URL and config
+// changed by edit; Start must fail with ErrRefused.
+func refusedSub(t *testing.T, c subscribertest.Config, edit func(*url.URL, *rabbitsub.Config)) (subscribertest.Subscriber, error) {
+	u, err := url.Parse(rabbitURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := envs.Load(t.Name())
+	if !ok {
+		t.Fatal("no env for this test: Setup was not called with its t")
+	}
+	cfg := e.(*env).config(c)
+	edit(u, &cfg)
+	cfg.URL = u.String()
+	sub, err := rabbitsub.New(c.Inbox, c.Handler, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return refusedStart{t, sub}, nil
+}
+
+// refusedStart checks that the refusal is said as such: Start's error
+// wraps ErrRefused and prints no password.
+type refusedStart struct {
+	t *testing.T
+	subscribertest.Subscriber
+}
+
+func (r refusedStart) Start(ctx context.Context) error {
+	err := r.Subscriber.Start(ctx)
+	if err != nil && !errors.Is(err, rabbitsub.ErrRefused) {
+		r.t.Errorf("Start: %v: want an error wrapping ErrRefused", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "wrong-password") {
+		r.t.Errorf("Start: the error prints the password: %v", err)
+	}
+	return err
 }
 
 func rabbitURL() string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/redact"
+	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
 	"github.com/outboxgo/outbox/subscribers/internal/consumer"
 )
 
@@ -51,15 +52,29 @@ type session struct {
 	tag        string
 }
 
+// ErrRefused marks an error of Start (or a reconnection) as the broker
+// refusing the subscriber's configuration: wrong credentials (403), an
+// unknown vhost or one the user may not use (530), a missing queue (404),
+// no permission on it (403). Retrying does not help until the
+// configuration is fixed.
+var ErrRefused = errors.New("refused by the broker (credentials, vhost, queue or permissions)")
+
 // connect dials, runs Setup, and starts consuming.
 func (s *Subscriber[TTx]) connect() (*session, error) {
 	conn, err := amqp.DialConfig(s.cfg.URL, s.cfg.amqpConfig())
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq subscriber: dial %s: %s", redact.URL(s.cfg.URL), redact.Text(err.Error()))
+		msg := fmt.Sprintf("dial %s: %s", redact.URL(s.cfg.URL), redact.Text(err.Error()))
+		if rabbitpub.ConfigRefusal(err) != nil {
+			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s", ErrRefused, msg)
+		}
+		return nil, fmt.Errorf("rabbitmq subscriber: %s", msg)
 	}
 	sess := &session{conn: conn, tag: fmt.Sprintf("outbox-%p", s)}
 	fail := func(what string, err error) (*session, error) {
 		_ = conn.Close()
+		if rabbitpub.ConfigRefusal(err) != nil {
+			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s: %w", ErrRefused, what, err)
+		}
 		return nil, fmt.Errorf("rabbitmq subscriber: %s: %w", what, err)
 	}
 	if sess.ch, err = conn.Channel(); err != nil {
@@ -91,7 +106,10 @@ func (s *Subscriber[TTx]) connect() (*session, error) {
 }
 
 // Start connects, runs Setup, checks the queue and starts consuming; after
-// that the subscriber reconnects by itself. It may be called once.
+// that the subscriber reconnects by itself. It may be called once. It
+// fails at once, without retrying, when the broker cannot be reached or
+// refuses the subscriber; a refusal of the configuration (credentials,
+// vhost, queue, permissions) wraps ErrRefused.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	return s.lc.Start(func() error {
 		if err := ctx.Err(); err != nil {
@@ -124,7 +142,11 @@ func (s *Subscriber[TTx]) run(sess *session) {
 		}
 		var err error
 		if sess, err = s.connect(); err != nil {
-			s.log.Warn("rabbitmq subscriber: reconnect failed", "err", err, "retry_in", delay)
+			if errors.Is(err, ErrRefused) {
+				s.log.Error("rabbitmq subscriber: reconnect refused; retrying until the configuration is fixed", "err", err, "retry_in", delay)
+			} else {
+				s.log.Warn("rabbitmq subscriber: reconnect failed", "err", err, "retry_in", delay)
+			}
 			delay = min(2*delay, maxReconnectDelay)
 		}
 	}

@@ -2,6 +2,9 @@ package rabbitmq_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,4 +43,69 @@ func TestConfigChecks(t *testing.T) {
 		_ = s.Stop(context.Background())
 		t.Fatal("Start on a missing queue succeeded")
 	}
+}
+
+// TestQueueDeletedMidRunLogsError: a queue deleted under a running
+// subscriber is a refusal at every reconnection, logged at level Error,
+// not as a passing warning; Stop still returns.
+func TestQueueDeletedMidRunLogsError(t *testing.T) {
+	e := newEnv(t, rabbitURL())
+	logs := &recordHandler{}
+	cfg := e.config(subscribertest.Config{})
+	cfg.Logger = slog.New(logs)
+	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
+	sub, err := rabbitsub.New(inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sub.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Stop(context.Background()) }()
+	if _, err := e.ch.QueueDelete(e.queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	for !logs.has(slog.LevelError, "NOT_FOUND") {
+		if ctx.Err() != nil {
+			t.Fatalf("no error logged for the missing queue; logs: %v", logs.all())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// recordHandler keeps every log record's level and text.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, line)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *recordHandler) has(level slog.Level, text string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if strings.HasPrefix(r, level.String()+" ") && strings.Contains(r, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *recordHandler) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.recs...)
 }
