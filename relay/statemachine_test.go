@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/clocktest"
@@ -357,5 +358,23 @@ func TestStartLogsWhetherItListens(t *testing.T) {
 	stop(t, r)
 	if l := logs.lines("relay started"); len(l) != 1 || !strings.Contains(l[0], "listen=false") {
 		t.Fatalf("start line %q, want listen=false for a store without Listen", l)
+	}
+}
+
+// TestErrorTextIsStorable: a broker error quoting NUL bytes or invalid
+// UTF-8, or a very long one, is stored as text every store holds.
+func TestErrorTextIsStorable(t *testing.T) {
+	long := strings.Repeat("é", 5000)
+	for _, c := range []struct{ in, want string }{
+		{"bad \x00 byte", "bad \uFFFD byte"},
+		{"bad \xff utf8", "bad \uFFFD utf8"},
+	} {
+		if got := errText(errors.New(c.in)); got != c.want {
+			t.Errorf("errText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	got := errText(errors.New(long))
+	if len(got) > maxErrorText+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("errText of %d bytes = %d bytes, valid UTF-8 %v", len(long), len(got), utf8.ValidString(got))
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/publishers"
@@ -161,15 +163,15 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		case r.blocksKey(rec):
 			// Ordered and blocking: retry for ever, holding the key.
 			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
-			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: now.Add(d)})
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelError, "event fails and holds its key back; it is retried until it succeeds or is dead-lettered by hand (outbox dead-letter ID)",
 				rec, err, "retry_in", d.Round(time.Millisecond))
 		case publishers.IsPermanent(err), rec.Attempts+1 >= r.cfg.MaxAttempts:
-			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: err.Error()})
+			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: errText(err)})
 			r.failures.event(slog.LevelError, "event dead", rec, err, "permanent", publishers.IsPermanent(err))
 		default:
 			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
-			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: err.Error(), NextAttempt: now.Add(d)})
+			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelWarn, "publish failed; retrying", rec, err,
 				"retry_in", d.Round(time.Millisecond), "attempts_left", r.cfg.MaxAttempts-rec.Attempts-1)
 		}
@@ -282,4 +284,22 @@ func (r *Relay) purge(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// maxErrorText bounds the error text stored with a failed event.
+const maxErrorText = 4096
+
+// errText is err's text as every store can hold it: valid UTF-8 without
+// NUL (a broker's error may quote the message's bytes), at most
+// maxErrorText bytes.
+func errText(err error) string {
+	s := strings.ToValidUTF8(strings.ReplaceAll(err.Error(), "\x00", "\uFFFD"), "\uFFFD")
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
