@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,8 +30,10 @@ type Config struct {
 	Host string
 	// Port is the client port; 0 picks a free one (kept across restarts).
 	Port int
-	// Logger receives the server's log lines (notices at Info, warnings,
-	// errors). Default: none.
+	// Logger receives the server's log lines — its banner and notices at
+	// Debug, its warnings at Warn, its errors at Error — and one Info line
+	// when it is ready (give it a component attribute: the lines carry
+	// none of their own). Default: none.
 	Logger *slog.Logger
 }
 
@@ -44,8 +47,10 @@ type Server struct {
 	url  string
 }
 
-// Start starts a server and returns once it accepts connections, or fails
-// when ctx ends first (10s at most without a deadline).
+// Start starts a server and returns once it accepts connections. A port
+// that is taken fails it at once, naming the port; so does any error the
+// server reports while starting. It fails when ctx ends first; without a
+// deadline on ctx it gives a server that hangs a minute.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("natsembed: DataDir is required")
@@ -57,14 +62,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	s := &Server{log: cfg.Logger, opts: server.Options{
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{log: log, opts: server.Options{
 		ServerName: "outbox-embedded",
 		Host:       cfg.Host,
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   cfg.DataDir,
 		NoSigs:     true,
-		NoLog:      cfg.Logger == nil,
 	}}
 	if err := s.start(ctx); err != nil {
 		return nil, err
@@ -108,6 +116,10 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.start(ctx)
 }
 
+// readyWithin bounds the wait for a server that neither gets ready nor
+// fails, when ctx has no deadline.
+const readyWithin = time.Minute
+
 func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,36 +127,72 @@ func (s *Server) start(ctx context.Context) error {
 		return nil
 	}
 	opts := s.opts
+	addr := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("natsembed: start on %s: %w", addr, err)
+	}
+	if opts.Port != server.RANDOM_PORT {
+		// The server would log the failure and wait; find it first.
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("natsembed: cannot listen on port %d (%s): %w", opts.Port, addr, err)
+		}
+		_ = l.Close()
+	}
 	srv, err := server.NewServer(&opts)
 	if err != nil {
 		return fmt.Errorf("natsembed: %w", err)
 	}
-	if s.log != nil {
-		srv.SetLoggerV2(logger{s.log}, false, false, false)
-	}
+	fatal := make(chan string, 1)
+	srv.SetLoggerV2(logger{l: s.log, fatal: fatal}, false, false, false)
 	srv.Start()
-	wait := 10 * time.Second
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d))
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(readyWithin)
 	}
-	if !srv.ReadyForConnections(wait) {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("natsembed: start: %w", err)
+	for !srv.ReadyForConnections(50 * time.Millisecond) {
+		var why error
+		select {
+		case msg := <-fatal:
+			why = fmt.Errorf("natsembed: server on %s: %s", addr, msg)
+		case <-ctx.Done():
+			why = fmt.Errorf("natsembed: start on %s: %w", addr, ctx.Err())
+		default:
+			if time.Now().After(deadline) {
+				why = fmt.Errorf("natsembed: server on %s not ready within %v", addr, readyWithin)
+			}
 		}
-		return fmt.Errorf("natsembed: server on %s:%d not ready within %v", opts.Host, opts.Port, wait)
+		if why != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return why
+		}
 	}
 	s.srv = srv
+	s.log.Info("embedded NATS server ready", "url", srv.ClientURL(), "version", server.VERSION, "store", opts.StoreDir)
 	return nil
 }
 
-// logger adapts slog to the server's Logger.
-type logger struct{ l *slog.Logger }
+// logger adapts slog to the server's Logger: the banner and notices at
+// Debug (a default log shows one line of ours, not the server's thirty),
+// warnings at Warn, errors at Error. A fatal error (a port it cannot
+// listen on) also goes to fatal, for start to fail at once.
+type logger struct {
+	l     *slog.Logger
+	fatal chan<- string
+}
 
-func (g logger) Noticef(format string, v ...any) { g.l.Info(fmt.Sprintf(format, v...)) }
+func (g logger) Noticef(format string, v ...any) { g.l.Debug(fmt.Sprintf(format, v...)) }
 func (g logger) Warnf(format string, v ...any)   { g.l.Warn(fmt.Sprintf(format, v...)) }
-func (g logger) Fatalf(format string, v ...any)  { g.l.Error(fmt.Sprintf(format, v...)) }
 func (g logger) Errorf(format string, v ...any)  { g.l.Error(fmt.Sprintf(format, v...)) }
 func (g logger) Debugf(format string, v ...any)  { g.l.Debug(fmt.Sprintf(format, v...)) }
 func (g logger) Tracef(format string, v ...any)  { g.l.Debug(fmt.Sprintf(format, v...)) }
+
+func (g logger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	g.l.Error(msg)
+	select {
+	case g.fatal <- msg:
+	default:
+	}
+}

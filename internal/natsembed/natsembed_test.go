@@ -3,7 +3,10 @@ package natsembed_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,32 +93,109 @@ func TestLoggerAndErrors(t *testing.T) {
 	if _, err := natsembed.Start(context.Background(), natsembed.Config{}); err == nil {
 		t.Fatal("Start without DataDir succeeded")
 	}
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) })
-	srv, err := natsembed.Start(context.Background(), natsembed.Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(w, nil))})
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := natsembed.Start(canceled, natsembed.Config{DataDir: t.TempDir()}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a canceled context: %v", err)
+	}
+	var info, debug syncBuffer
+	log := slog.New(multiHandler{slog.NewTextHandler(&info, nil), slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	srv, err := natsembed.Start(context.Background(), natsembed.Config{DataDir: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same port is taken while the first server runs.
-	port := srv.URL()[strings.LastIndex(srv.URL(), ":")+1:]
-	var p int
-	for _, c := range port {
-		p = p*10 + int(c-'0')
-	}
-	short, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := natsembed.Start(short, natsembed.Config{DataDir: t.TempDir(), Port: p}); err == nil {
-		t.Error("a second server on the same port started")
-	}
 	srv.Shutdown()
-	mu.Lock()
-	defer mu.Unlock()
-	if !strings.Contains(buf.String(), "JetStream") {
-		t.Fatalf("the logger got no JetStream notice:\n%s", buf.String())
+	// At Info, one line of ours; the server's banner only at Debug.
+	if got := strings.TrimSpace(info.String()); strings.Count(got, "\n") != 0 || !strings.Contains(got, "embedded NATS server ready") {
+		t.Errorf("at Info, want one line saying the server is ready:\n%s", got)
+	}
+	if got := debug.String(); !strings.Contains(got, "level=DEBUG") || !strings.Contains(got, "JetStream") {
+		t.Errorf("at Debug, want the server's notices:\n%s", got)
 	}
 }
 
-type writerFunc func([]byte) (int, error)
+// A port in use fails Start at once, naming the port, whether another
+// embedded server or anything else holds it — even without a deadline.
+func TestPortInUseFailsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first, err := natsembed.Start(context.Background(), natsembed.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Shutdown()
+	for _, port := range []int{l.Addr().(*net.TCPAddr).Port, portOf(t, first.URL())} {
+		start := time.Now()
+		_, err := natsembed.Start(context.Background(), natsembed.Config{DataDir: t.TempDir(), Port: port})
+		if err == nil || !strings.Contains(err.Error(), strconv.Itoa(port)) {
+			t.Errorf("port %d in use: got %v, want an error naming the port", port, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("port %d in use: Start took %v", port, d)
+		}
+	}
+}
 
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+func portOf(t *testing.T, url string) int {
+	t.Helper()
+	p, err := strconv.Atoi(url[strings.LastIndex(url, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// syncBuffer is a log destination safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// multiHandler writes each record to every handler that takes its level.
+type multiHandler []slog.Handler
+
+func (m multiHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	for _, h := range m {
+		if h.Enabled(ctx, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m multiHandler) Handle(ctx context.Context, r slog.Record) error {
+	for _, h := range m {
+		if h.Enabled(ctx, r.Level) {
+			if err := h.Handle(ctx, r.Clone()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m multiHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make(multiHandler, len(m))
+	for i, h := range m {
+		out[i] = h.WithAttrs(as)
+	}
+	return out
+}
+
+func (m multiHandler) WithGroup(name string) slog.Handler {
+	out := make(multiHandler, len(m))
+	for i, h := range m {
+		out[i] = h.WithGroup(name)
+	}
+	return out
+}

@@ -2,9 +2,12 @@ package natstest_test
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -23,9 +26,13 @@ func TestServerRestartKeepsPortAndData(t *testing.T) {
 	nc := srv.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
 	js := natstest.JetStream(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.Publish(ctx, prefix+".a", []byte("before")); err != nil {
+	publish := func(data string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := js.Publish(ctx, prefix+".a", []byte(data), jetstream.WithMsgID(data))
+		return err
+	}
+	if err := publish("before"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -33,19 +40,46 @@ func TestServerRestartKeepsPortAndData(t *testing.T) {
 	if srv.URL() != url {
 		t.Fatalf("URL after restart %s, want %s", srv.URL(), url)
 	}
-	// The old connection reconnects by itself; publish until it has.
+	// The old connection reconnects by itself; publish until it has, as a
+	// client would (each try bounded, the dedup ID making a try that timed
+	// out after storing harmless).
 	var err error
-	for ctx.Err() == nil {
-		if _, err = js.Publish(ctx, prefix+".a", []byte("after"), jetstream.WithRetryAttempts(10)); err == nil {
+	for try := 1; try <= 30; try++ {
+		if err = publish("after"); err == nil {
 			break
 		}
+		t.Logf("try %d: %v", try, err)
+		time.Sleep(100 * time.Millisecond) // the client's reconnect wait is 50ms
 	}
 	if err != nil {
 		t.Fatalf("publish after restart: %v", err)
 	}
-	got := natstest.WaitForCount(t, js, stream, 2, 10*time.Second)
+	got := natstest.WaitForCount(t, js, stream, 2, 30*time.Second)
 	if len(got) != 2 || string(got[0].Data()) != "before" || string(got[1].Data()) != "after" {
 		t.Fatalf("read %d messages after restart, want before and after", len(got))
+	}
+}
+
+// A server requiring credentials refuses a connection without them.
+func TestAuthServers(t *testing.T) {
+	tok := natstest.StartTokenServer(t)
+	if _, err := nats.Connect(tok.URL()); err == nil {
+		t.Error("the token server took a connection without the token")
+	}
+	tok.Connect(t, nats.Token(natstest.Token))
+	users := natstest.StartUsersServer(t)
+	if _, err := nats.Connect(users.URLWith(url.UserPassword(natstest.User, "wrong"))); err == nil {
+		t.Error("the users server took a wrong password")
+	}
+	js := natstest.JetStream(t, users.Connect(t, nats.UserInfo(natstest.User, natstest.Password)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Errorf("JetStream for %s: %v", natstest.User, err)
+	}
+	js = natstest.JetStream(t, users.Connect(t, nats.UserInfo(natstest.NoJetStreamUser, natstest.Password)))
+	if _, err := js.AccountInfo(ctx); !errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		t.Errorf("JetStream for %s: %v, want not enabled for the account", natstest.NoJetStreamUser, err)
 	}
 }
 

@@ -18,13 +18,18 @@ type Config struct {
 	URL string
 	// Conn is an existing connection to publish on. When set, New does not
 	// connect and Close does not close it; the caller configures it (see
-	// New for the options that make a relay recover from outages).
+	// New for the options that make a relay recover from outages). The
+	// publisher sets no handler on it, so a publish the server's
+	// permissions refuse fails only after AckTimeout, as Unavailable.
 	// Default nil: New connects to URL.
 	Conn *nats.Conn
 	// Name is the connection name the server shows. Default "outbox".
 	Name string
 	// Options are extra nats.go options (credentials, TLS, …), applied
-	// after the publisher's own so they may override them. Default none.
+	// after the publisher's own so they may override them. A
+	// nats.ErrorHandler here replaces the publisher's, which fails a
+	// publish the server's permissions refuse at once (without it, the
+	// publish waits out AckTimeout). Default none.
 	Options []nats.Option
 
 	// SubjectPrefix, when set, puts every message on SubjectPrefix + "." +
@@ -35,7 +40,9 @@ type Config struct {
 	Subject func(topic string) string
 
 	// MaxPending is how many publishes may wait for their acknowledgement
-	// at once across all Publish calls. Default 4096.
+	// at once across all Publish calls; a publish past it waits for a slot
+	// until its context ends (or AckTimeout, without a deadline). Default
+	// 4096.
 	MaxPending int
 	// AckTimeout is how long a publish waits for its acknowledgement before
 	// it fails as unavailable, whatever the context says. It also bounds
@@ -48,8 +55,10 @@ type Config struct {
 	// publisher reconnects forever. Default 2s (nats.DefaultReconnectWait).
 	ReconnectWait time.Duration
 
-	// Logger receives connection events (disconnect, reconnect). Default: a
-	// logger that discards everything.
+	// Logger receives connection events (disconnect at Warn, reconnect at
+	// Info), the server's refusals (permission denied, credentials refused)
+	// at Error, with the URL's secrets hidden. Default: a logger that
+	// discards everything.
 	Logger *slog.Logger
 }
 

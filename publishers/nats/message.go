@@ -1,10 +1,12 @@
 package nats
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,19 +15,90 @@ import (
 )
 
 // Headers the publisher sets on every message, besides the message's own.
+// See the package documentation for when Key and Type go in their plain
+// or their encoded header.
 const (
 	// HeaderMsgID is JetStream's dedup header; it carries the message ID.
 	HeaderMsgID = jetstream.MsgIDHeader // "Nats-Msg-Id"
-	// HeaderKey carries Message.Key, when not empty.
+	// HeaderKey carries Message.Key when it is not empty and a NATS
+	// header carries it unchanged (PlainHeaderValue).
 	HeaderKey = "Outbox-Key"
-	// HeaderType carries Message.Type, when not empty.
+	// HeaderKeyBase64 carries Message.Key, in standard base64 with padding
+	// (RFC 4648 §4) of its UTF-8 bytes, when a NATS header would alter it:
+	// it begins or ends with a space or TAB, or holds CR or LF.
+	HeaderKeyBase64 = "Outbox-Key-Base64"
+	// HeaderType carries Message.Type when it is not empty and a NATS
+	// header carries it unchanged (PlainHeaderValue).
 	HeaderType = "Outbox-Type"
+	// HeaderTypeBase64 carries Message.Type in base64, as HeaderKeyBase64
+	// carries Message.Key.
+	HeaderTypeBase64 = "Outbox-Type-Base64"
 	// HeaderCreatedAt carries Message.CreatedAt in RFC 3339 with
 	// nanoseconds, when not zero.
 	HeaderCreatedAt = "Outbox-Created-At"
 )
 
+// ownHeaders are the headers the publisher sets; a message header of one
+// of these names (in any case) is dropped, so that a consumer can trust
+// them.
+var ownHeaders = []string{HeaderMsgID, HeaderKey, HeaderKeyBase64, HeaderType, HeaderTypeBase64, HeaderCreatedAt}
+
 var errBadHeader = errors.New("header not representable in NATS")
+
+// PlainHeaderValue reports whether a NATS header carries v unchanged, so
+// that Key and Type may go in their plain headers: v neither begins nor
+// ends with a space or TAB and holds no CR or LF. nats.go trims a value's
+// leading and trailing ASCII whitespace (space, TAB, CR, LF) when it sends
+// it and the leading spaces and TABs when it reads it, and replaces CR and
+// LF inside it with spaces; everything else (other control characters,
+// any UTF-8) arrives byte for byte.
+func PlainHeaderValue(v string) bool {
+	if strings.ContainsAny(v, "\r\n") {
+		return false
+	}
+	return strings.Trim(v, " \t") == v
+}
+
+// setEncoded puts v in h under plain, or in base64 under encoded when a
+// header would alter it. An empty v sets nothing.
+func setEncoded(h nats.Header, plain, encoded, v string) {
+	switch {
+	case v == "":
+	case PlainHeaderValue(v):
+		h[plain] = []string{v}
+	default:
+		h[encoded] = []string{base64.StdEncoding.EncodeToString([]byte(v))}
+	}
+}
+
+// KeyAndType returns the Key and Type of a message the publisher built,
+// from h: the encoded header when there is one, else the plain one (empty
+// when neither is there). An encoded header that is not valid base64 of
+// UTF-8 is an error.
+func KeyAndType(h nats.Header) (key, typ string, err error) {
+	if key, err = decoded(h, HeaderKey, HeaderKeyBase64); err != nil {
+		return "", "", err
+	}
+	if typ, err = decoded(h, HeaderType, HeaderTypeBase64); err != nil {
+		return "", "", err
+	}
+	return key, typ, nil
+}
+
+func decoded(h nats.Header, plain, encoded string) (string, error) {
+	vs, ok := h[encoded]
+	if !ok || len(vs) == 0 {
+		return h.Get(plain), nil
+	}
+	b, err := base64.StdEncoding.DecodeString(vs[0])
+	if err != nil {
+		return "", fmt.Errorf("header %s: %w", encoded, err)
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("header %s: not UTF-8", encoded)
+	}
+	return string(b), nil
+}
 
 // subject maps a topic to its subject.
 func (p *Publisher) subject(topic string) string {
@@ -62,19 +135,23 @@ func checkSubject(s string) error {
 	return nil
 }
 
-// checkHeader accepts a header the NATS protocol can carry: a name without
-// ':' , whitespace or control characters, a value without CR or LF.
+// headerNameSeparators are the printable ASCII characters nats.go refuses
+// in a header name: what it accepts are the token characters of RFC 9110.
+const headerNameSeparators = "\"()/,:;<=>?@[\\]{}"
+
+// checkHeader accepts a header NATS carries unchanged: a name of token
+// characters, a value PlainHeaderValue accepts.
 func checkHeader(k, v string) error {
 	if k == "" {
 		return fmt.Errorf("%w: empty name", errBadHeader)
 	}
-	for _, r := range k {
-		if r <= ' ' || r == ':' || r == 0x7f {
-			return fmt.Errorf("%w: name %q", errBadHeader, k)
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(headerNameSeparators, c) >= 0 {
+			return fmt.Errorf("%w: name %q: only letters, digits and !#$%%&'*+-.^_`|~ are allowed", errBadHeader, k)
 		}
 	}
-	if strings.ContainsAny(v, "\r\n") {
-		return fmt.Errorf("%w: value of %q holds CR or LF", errBadHeader, k)
+	if !PlainHeaderValue(v) {
+		return fmt.Errorf("%w: value of %q holds CR or LF, or begins or ends with a space or TAB (NATS would alter it)", errBadHeader, k)
 	}
 	return nil
 }
@@ -91,20 +168,29 @@ func (p *Publisher) natsMsg(m *outbox.Message) (*nats.Msg, int, error) {
 		if err := checkHeader(k, v); err != nil {
 			return nil, 0, err
 		}
+		if own(k) {
+			continue
+		}
 		h[k] = []string{v}
 	}
 	h[HeaderMsgID] = []string{m.ID.String()}
-	if m.Key != "" {
-		h[HeaderKey] = []string{m.Key}
-	}
-	if m.Type != "" {
-		h[HeaderType] = []string{m.Type}
-	}
+	setEncoded(h, HeaderKey, HeaderKeyBase64, m.Key)
+	setEncoded(h, HeaderType, HeaderTypeBase64, m.Type)
 	if !m.CreatedAt.IsZero() {
 		h[HeaderCreatedAt] = []string{m.CreatedAt.UTC().Format(time.RFC3339Nano)}
 	}
 	size := len(m.Payload) + headerSize(h)
 	return &nats.Msg{Subject: subj, Header: h, Data: m.Payload}, size, nil
+}
+
+// own reports whether k names a header the publisher sets.
+func own(k string) bool {
+	for _, o := range ownHeaders {
+		if strings.EqualFold(k, o) {
+			return true
+		}
+	}
+	return false
 }
 
 // headerSize is the length of h encoded as nats.go sends it:

@@ -26,7 +26,6 @@ func setupPrivate(t *testing.T) privateBundle {
 	srv := natstest.StartServer(t, "")
 	nc := srv.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
-	t.Cleanup(srv.Start) // up again for the stream's cleanup, should the test leave it down
 	js := natstest.JetStream(t, nc)
 	pub := newPublisher(t, natspub.Config{URL: srv.URL(), SubjectPrefix: prefix})
 	t.Cleanup(func() { _ = pub.Close() })

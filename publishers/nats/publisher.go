@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -22,14 +23,21 @@ type Publisher struct {
 	nc      *nats.Conn
 	ownConn bool
 	js      jetstream.JetStream
+	acks    atomic.Pointer[acker] // set once by New
 	dups    atomic.Int64
 
-	mu     sync.RWMutex // held shared while sending, exclusively by Close
-	closed bool
-	done   chan struct{} // closed by Close: awaiting Publish calls give up
+	denyMu sync.Mutex // orders the connection's reports of denials against New setting acks
+	early  []func(*acker)
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close: awaiting Publish calls give up
 }
 
-var _ publishers.Publisher = (*Publisher)(nil)
+var (
+	_ publishers.Publisher = (*Publisher)(nil)
+	_ publishers.Checker   = (*Publisher)(nil)
+)
 
 // New connects to cfg.URL (unless cfg.Conn is set) and returns a Publisher.
 //
@@ -39,6 +47,11 @@ var _ publishers.Publisher = (*Publisher)(nil)
 // the same Publisher publishes again once the server is back. A connection
 // passed in cfg.Conn should be made with nats.MaxReconnects(-1) and
 // nats.ReconnectBufSize(-1) for the same behaviour.
+//
+// A server that refuses the credentials (authorization violation) fails
+// New with an error classified publishers.Misconfigured; one that cannot be
+// reached, with one classified publishers.Unavailable. Errors name the URL
+// with its secrets hidden.
 func New(cfg Config) (*Publisher, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -48,26 +61,37 @@ func New(cfg Config) (*Publisher, error) {
 	if p.nc == nil {
 		nc, err := nats.Connect(cfg.URL, p.connOptions()...)
 		if err != nil {
-			return nil, fmt.Errorf("nats publisher: connect to %s: %w", redact(cfg.URL), err)
+			return nil, connError(cfg.URL, err)
 		}
 		p.nc, p.ownConn = nc, true
 	}
-	js, err := jetstream.New(p.nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
-		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout),
-	)
-	if err != nil {
+	fail := func(err error) (*Publisher, error) {
 		if p.ownConn {
 			p.nc.Close()
 		}
-		return nil, fmt.Errorf("nats publisher: %w", err)
+		return nil, classify(fmt.Errorf("nats publisher: %w", err))
+	}
+	js, err := jetstream.New(p.nc)
+	if err != nil {
+		return fail(err)
 	}
 	p.js = js
+	a, err := newAcker(p.nc, cfg.MaxPending, cfg.AckTimeout)
+	if err != nil {
+		return fail(err)
+	}
+	p.denyMu.Lock()
+	p.acks.Store(a)
+	for _, f := range p.early {
+		f(a)
+	}
+	p.early = nil
+	p.denyMu.Unlock()
 	return p, nil
 }
 
 func (p *Publisher) connOptions() []nats.Option {
-	log := p.cfg.Logger.With("url", redact(p.cfg.URL))
+	log := p.cfg.Logger.With("url", redact.URL(p.cfg.URL))
 	opts := []nats.Option{
 		nats.Name(p.cfg.Name),
 		nats.Timeout(p.cfg.ConnectTimeout),
@@ -75,16 +99,49 @@ func (p *Publisher) connOptions() []nats.Option {
 		nats.ReconnectWait(p.cfg.ReconnectWait),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats publisher disconnected", "err", err)
+			if err == nil { // Close
+				log.Debug("nats publisher disconnected")
+				return
+			}
+			log.Warn("nats publisher disconnected", "err", errText(err))
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats publisher reconnected", "server", nc.ConnectedUrlRedacted())
+			log.Info("nats publisher reconnected", "server", redact.URL(nc.ConnectedUrlRedacted()))
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); authRefusal(err) {
+				log.Error("nats publisher: the server refused the credentials; the connection is closed for good", "err", errText(err))
+			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("nats publisher async error", "err", err)
+			if subj, replies, ok := permissionDenied(err); ok {
+				log.Error("nats publisher: permission denied", "subject", subj, "err", errText(err))
+				p.withAcker(func(a *acker) { a.deny(subj, replies, refused(err)) })
+				return
+			}
+			log.Warn("nats publisher async error", "err", errText(err))
 		}),
 	}
 	return append(opts, p.cfg.Options...)
+}
+
+// withAcker runs f on the acker, now or, before New has made it, then.
+func (p *Publisher) withAcker(f func(*acker)) {
+	p.denyMu.Lock()
+	defer p.denyMu.Unlock()
+	if a := p.acks.Load(); a != nil {
+		f(a)
+		return
+	}
+	p.early = append(p.early, f)
+}
+
+// errText is err's text with the secrets of any URL in it hidden.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return redact.Text(err.Error())
 }
 
 // Capabilities: JetStream drops a re-sent Nats-Msg-Id within the stream's
@@ -100,17 +157,67 @@ func (p *Publisher) Duplicates() int64 { return p.dups.Load() }
 // Conn returns the connection the Publisher publishes on.
 func (p *Publisher) Conn() *nats.Conn { return p.nc }
 
+// Check asks JetStream for the account's information: nil when the server
+// accepts the credentials and JetStream is enabled for the account; an
+// error classified publishers.Misconfigured when the server refused the
+// credentials or the account has no JetStream (or the server none at
+// all); one classified publishers.Unavailable when the server cannot be
+// reached or does not answer before ctx ends.
+func (p *Publisher) Check(ctx context.Context) error {
+	if p.closed.Load() {
+		return publishers.Unavailable(fmt.Errorf("nats publisher: check: %w", ErrClosed))
+	}
+	if err := p.connLost(); err != nil {
+		return classify(fmt.Errorf("nats publisher: check: %w", err))
+	}
+	if err := p.acks.Load().refusal(); err != nil {
+		return fmt.Errorf("nats publisher: check: %w", err)
+	}
+	err := p.acks.Load().request(ctx, func(ctx context.Context) error {
+		_, err := p.js.AccountInfo(ctx)
+		return err
+	})
+	if err != nil {
+		return classify(fmt.Errorf("nats publisher: check JetStream at %s: %w", p.where(), err))
+	}
+	return nil
+}
+
+// connLost returns why the connection is not up, nil when it is: the
+// server's refusal of the credentials when that is what closed it.
+func (p *Publisher) connLost() error {
+	if p.nc.IsConnected() {
+		return nil
+	}
+	if last := p.nc.LastError(); authRefusal(last) {
+		return fmt.Errorf("not connected to %s: the server refused the credentials: %w", p.where(), last)
+	}
+	if p.nc.IsClosed() {
+		return fmt.Errorf("not connected to %s: %w", p.where(), nats.ErrConnectionClosed)
+	}
+	return fmt.Errorf("not connected to %s: %w", p.where(), nats.ErrConnectionReconnecting)
+}
+
+// where names the server, its secrets hidden.
+func (p *Publisher) where() string {
+	if u := p.nc.ConnectedUrlRedacted(); u != "" {
+		return redact.URL(u)
+	}
+	if p.ownConn {
+		return redact.URL(p.cfg.URL)
+	}
+	return "the NATS server"
+}
+
 // Publish publishes msgs asynchronously, all in flight at once, then waits
 // for every acknowledgement or for ctx to end. It returns one error per
 // message, nil when JetStream stored it (or dropped it as a duplicate of
-// one it stored). Errors are classified as publishers.Permanent (too large,
-// invalid subject or header: never sent), publishers.Unavailable (no
-// connection, no JetStream, no acknowledgement in time) or left unmarked
-// (JetStream refused this message; retry it).
+// one it stored). See the package documentation for how errors are
+// classified.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	c := &call{p: p, ctx: ctx, msgs: msgs, errs: make([]error, len(msgs))}
-	futs := c.send()
-	c.await(futs)
+	pas := c.send()
+	c.await(pas)
 	return c.errs
 }
 
@@ -126,18 +233,17 @@ type call struct {
 }
 
 // send publishes every message that passes the checks and returns their
-// futures (nil where errs is set).
-func (c *call) send() []jetstream.PubAckFuture {
+// pending acknowledgements (nil where errs is set).
+func (c *call) send() []*pubAck {
 	p, ctx, msgs, errs := c.p, c.ctx, c.msgs, c.errs
-	futs := make([]jetstream.PubAckFuture, len(msgs))
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	pas := make([]*pubAck, len(msgs))
+	acks := p.acks.Load()
 	maxPayload := int(p.nc.MaxPayload())
 	var down error // once sending fails for want of a broker, stop trying
 	for i := range msgs {
 		m := &msgs[i]
-		if p.closed {
-			errs[i] = publishers.Unavailable(ErrClosed)
+		if p.closed.Load() {
+			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: %w", m.ID, ErrClosed))
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -145,7 +251,7 @@ func (c *call) send() []jetstream.PubAckFuture {
 			continue
 		}
 		if down != nil {
-			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: not sent after an earlier message failed: %w", m.ID, down))
+			errs[i] = c.wrap(m, fmt.Errorf("not sent after an earlier message failed: %w", down))
 			continue
 		}
 		nm, size, err := p.natsMsg(m)
@@ -153,19 +259,19 @@ func (c *call) send() []jetstream.PubAckFuture {
 			err = fmt.Errorf("%w: %d bytes with headers, server limit %d", nats.ErrMaxPayload, size, maxPayload)
 		}
 		if err == nil {
-			futs[i], err = p.js.PublishMsgAsync(nm, jetstream.WithStallWait(p.stallWait(ctx)))
+			pas[i], err = acks.send(ctx, nm, p.stallWait(ctx))
 		}
 		if err != nil {
 			errs[i] = c.wrap(m, err)
-			if publishers.IsUnavailable(errs[i]) {
+			if publishers.IsUnavailable(errs[i]) || publishers.IsMisconfigured(errs[i]) {
 				down = err
 			}
 		}
 	}
-	return futs
+	return pas
 }
 
-// stallWait is how long PublishMsgAsync may block when MaxPending
+// stallWait is how long a publish may wait for a slot when MaxPending
 // publishes wait for their acknowledgement already.
 func (p *Publisher) stallWait(ctx context.Context) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
@@ -177,13 +283,16 @@ func (p *Publisher) stallWait(ctx context.Context) time.Duration {
 	return p.cfg.AckTimeout
 }
 
-// await fills errs from futs.
-func (c *call) await(futs []jetstream.PubAckFuture) {
-	for i, f := range futs {
-		if f == nil {
+// await fills errs from pas.
+func (c *call) await(pas []*pubAck) {
+	expired := make(chan struct{}) // closed after AckTimeout: every wait left ends
+	t := time.AfterFunc(c.p.cfg.AckTimeout, func() { close(expired) })
+	defer t.Stop()
+	for i, pa := range pas {
+		if pa == nil {
 			continue
 		}
-		ack, err := wait(c.ctx, c.p.done, f)
+		ack, err := wait(c.ctx, c.p.done, expired, pa)
 		if err != nil {
 			c.errs[i] = c.wrap(&c.msgs[i], err)
 			continue
@@ -194,83 +303,62 @@ func (c *call) await(futs []jetstream.PubAckFuture) {
 	}
 }
 
-// wait returns f's outcome, preferring one that is in over ctx's end or
-// the publisher's.
-func wait(ctx context.Context, done <-chan struct{}, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
-	okc, errc := f.Ok(), f.Err()
-	select {
-	case ack := <-okc:
-		return ack, nil
-	case err := <-errc:
-		return nil, err
-	default:
-	}
-	select {
-	case ack := <-okc:
-		return ack, nil
-	case err := <-errc:
-		return nil, err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
-	case <-done:
-		return nil, fmt.Errorf("no acknowledgement before Close: %w", ErrClosed)
-	}
-}
-
 // wrap describes and classifies the error of publishing m.
 func (c *call) wrap(m *outbox.Message, err error) error {
-	err = fmt.Errorf("nats publish %s to %q: %w", m.ID, c.p.subject(m.Topic), err)
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return c.noStream(err)
+	if publishers.IsMisconfigured(err) {
+		return fmt.Errorf("nats publish %s to %q: %w", m.ID, c.p.subject(m.Topic), err)
 	}
-	return classify(err)
+	subject := c.p.subject(m.Topic)
+	if errors.Is(err, ErrNoStream) {
+		return c.noStream(m, subject)
+	}
+	// A connection the server closed for refusing the credentials is no
+	// outage: it will not come back.
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) {
+		if last := c.p.nc.LastError(); authRefusal(last) && !c.p.nc.IsConnected() {
+			return classify(fmt.Errorf("nats publish %s to %q: the server refused the credentials (%w): %v", m.ID, subject, last, err))
+		}
+	}
+	return classify(fmt.Errorf("nats publish %s to %q: %w", m.ID, subject, err))
 }
 
-// noStream classifies "no response from stream": unavailable when the
-// connection or JetStream is down, else no stream captures the subject,
-// which only the operator can fix (unmarked: retried, counted).
+// noStream classifies a publish no stream took: unavailable when the
+// connection is down, misconfigured when JetStream is not enabled for the
+// account, else — the server answers but no stream captures the subject —
+// an unmarked error the relay retries and counts, which says so plainly.
 // JetStream is asked once per call.
-func (c *call) noStream(err error) error {
-	if !c.p.nc.IsConnected() {
-		return publishers.Unavailable(err)
+func (c *call) noStream(m *outbox.Message, subject string) error {
+	if lost := c.p.connLost(); lost != nil {
+		return classify(fmt.Errorf("nats publish %s to %q: no answer: %w", m.ID, subject, lost))
 	}
 	if !c.jsChecked {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 2*time.Second)
-		_, c.jsErr = c.p.js.AccountInfo(ctx)
+		c.jsErr = c.p.acks.Load().request(ctx, func(ctx context.Context) error {
+			_, err := c.p.js.AccountInfo(ctx)
+			return err
+		})
 		cancel()
 		c.jsChecked = true
 	}
 	if c.jsErr != nil {
-		return publishers.Unavailable(fmt.Errorf("%w (JetStream: %v)", err, c.jsErr))
+		return classify(fmt.Errorf("nats publish %s to %q: no answer from JetStream: %w", m.ID, subject, c.jsErr))
 	}
-	return fmt.Errorf("%w: does a stream capture the subject?", err)
+	return redacted(fmt.Errorf("nats publish %s: %w %q (create one, e.g. with EnsureStream or `nats stream add`)", m.ID, ErrNoStream, subject))
 }
 
 // Close closes the connection when New made it, or else removes the
 // publisher's subscription from the caller's connection. Publish calls
 // still waiting for acknowledgements return at once, their messages failed
-// as unavailable (ErrClosed). Calling Close again does nothing.
-//
-// With Config.Conn, a race in nats.go v1.55.0 (jetstream CleanupPublisher
-// running before the goroutine the first Publish started has read its
-// status channel) can leave that goroutine blocked for good when Close
-// follows the first Publish at once. A connection New made has no such
-// problem: closing it ends the goroutine.
+// as unavailable (ErrClosed). Every goroutine the publisher started has
+// returned when Close does. Calling Close again does nothing.
 func (p *Publisher) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	close(p.done)
-	if p.ownConn {
-		// Closing the connection ends the jetstream package's goroutine.
-		// CleanupPublisher is not called here: in nats.go v1.55.0, called
-		// before that goroutine first runs, it leaves it blocked forever.
-		p.nc.Close()
-		return nil
-	}
-	p.js.CleanupPublisher()
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		close(p.done)
+		p.acks.Load().close()
+		if p.ownConn {
+			p.nc.Close()
+		}
+	})
 	return nil
 }

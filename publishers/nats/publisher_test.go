@@ -153,14 +153,19 @@ func TestDuplicatesCounted(t *testing.T) {
 }
 
 // A subject no stream captures is a configuration error JetStream reports
-// for that message: neither an outage nor a permanent rejection.
+// for that message: neither an outage nor a permanent rejection, and the
+// error says what is wrong.
 func TestNoStreamIsRetryable(t *testing.T) {
 	b := setup(t)
 	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: b.prefix + "_nostream"})
 	t.Cleanup(func() { _ = pub.Close() })
 	err := publish(t, pub, msg("t"))[0]
-	if err == nil || publishers.IsPermanent(err) || publishers.IsUnavailable(err) {
+	if err == nil || publishers.IsPermanent(err) || publishers.IsUnavailable(err) || publishers.IsMisconfigured(err) {
 		t.Fatalf("got %v, want an unclassified error", err)
+	}
+	want := `no JetStream stream captures subject "` + b.prefix + `_nostream.t"`
+	if !errors.Is(err, natspub.ErrNoStream) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %q, want ErrNoStream saying %s", err, want)
 	}
 }
 
@@ -186,14 +191,43 @@ func TestStreamMaxMsgSizeIsPermanent(t *testing.T) {
 	}
 }
 
-func TestJetStreamDisabledIsUnavailable(t *testing.T) {
+// A server without JetStream is a configuration the broker refuses, in
+// Check and in every publish.
+func TestJetStreamDisabledIsMisconfigured(t *testing.T) {
 	srv := natstest.StartServer(t, "", func(o *server.Options) { o.JetStream = false })
 	pub := newPublisher(t, natspub.Config{URL: srv.URL()})
 	t.Cleanup(func() { _ = pub.Close() })
+	if err := check(t, pub); !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) {
+		t.Errorf("Check: got %v, want Misconfigured", err)
+	}
 	for i, err := range publish(t, pub, msg("t"), msg("t")) {
-		if !publishers.IsUnavailable(err) {
-			t.Errorf("message %d: got %v, want Unavailable", i, err)
+		if !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) {
+			t.Errorf("message %d: got %v, want Misconfigured", i, err)
 		}
+	}
+}
+
+func check(t *testing.T, p *natspub.Publisher) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.Check(ctx)
+}
+
+// Check passes on a good server and says Unavailable, at once, while the
+// server is down.
+func TestCheckUnavailable(t *testing.T) {
+	b := setupPrivate(t)
+	if err := check(t, b.pub); err != nil {
+		t.Fatalf("Check with the server up: %v", err)
+	}
+	b.srv.Shutdown()
+	start := time.Now()
+	if err := check(t, b.pub); !publishers.IsUnavailable(err) || publishers.IsMisconfigured(err) {
+		t.Fatalf("Check with the server down: got %v, want Unavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Check took %v with the server down", d)
 	}
 }
 
@@ -271,5 +305,34 @@ func TestEnsureStream(t *testing.T) {
 	cfg := s.CachedInfo().Config
 	if len(cfg.Subjects) != 2 || cfg.Duplicates != natspub.DuplicateWindow {
 		t.Fatalf("stream subjects %v, duplicate window %v", cfg.Subjects, cfg.Duplicates)
+	}
+}
+
+// A publish nobody acknowledges (a plain subscriber takes the subject, no
+// stream) fails as Unavailable after AckTimeout, every message of the
+// batch, and frees its slot: the next publish goes out.
+func TestAckTimeout(t *testing.T) {
+	nc := natstest.Connect(t)
+	prefix := natstest.Name(t)
+	sub, err := nc.SubscribeSync(prefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: prefix, AckTimeout: 200 * time.Millisecond, MaxPending: 2})
+	t.Cleanup(func() { _ = pub.Close() })
+	for round := range 2 {
+		start := time.Now()
+		for i, err := range publish(t, pub, msg("t"), msg("t")) {
+			if !publishers.IsUnavailable(err) || !errors.Is(err, nats.ErrTimeout) {
+				t.Errorf("round %d, message %d: got %v, want Unavailable (timeout)", round, i, err)
+			}
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("round %d took %v with a 200ms AckTimeout", round, d)
+		}
 	}
 }

@@ -10,6 +10,24 @@
 //	_ = sub.Start(ctx)
 //	defer sub.Stop(ctx)
 //
+// # Messages
+//
+// Decode reads what publishers/nats wrote: the ID from Nats-Msg-Id, Key and
+// Type from Outbox-Key-Base64 and Outbox-Type-Base64 when they are set
+// (base64 of a key or type a NATS header would alter: leading or trailing
+// spaces or TABs, CR, LF), else from Outbox-Key and Outbox-Type, so that
+// the handler gets them byte for byte as they were enqueued; CreatedAt
+// from Outbox-Created-At; the other headers, but Nats-* and the
+// publisher's own, as inbox.Message.Headers. A message whose ID or
+// encoded headers cannot be read is dead-lettered at once.
+//
+// # Refusals
+//
+// The subscriber works on a connection the caller makes: a server that
+// refuses its credentials fails nats.Connect. Start asks JetStream for the
+// account's information first, and fails at once, saying so, when the
+// server refuses JetStream to the account.
+//
 // # Delivery
 //
 // Each message runs through Inbox.Handle: the handler's effect and the
@@ -23,7 +41,7 @@
 // A failed handler is negatively acknowledged with a delay that doubles with
 // each delivery (Config.Backoff). After Config.MaxDeliver deliveries, or at
 // once for an error marked inbox.Permanent or a message without a usable
-// Nats-Msg-Id, the message is published to Config.DeadLetterSubject with the
+// Nats-Msg-Id (or with an encoded key or type that is not base64), the message is published to Config.DeadLetterSubject with the
 // error in the Outbox-Error header, and then acknowledged.
 //
 // The subscriber counts deliveries itself and leaves the server's MaxDeliver

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +29,12 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
-		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, natstest.URL()).env() },
+		Setup: func(t *testing.T) subscribertest.Env {
+			if r, ok := refusalOf(t); ok {
+				return r.env(t)
+			}
+			return newEnv(t, natstest.URL()).env()
+		},
 		Outage: func(t *testing.T) subscribertest.Outage {
 			u, err := url.Parse(natstest.URL())
 			if err != nil {
@@ -38,14 +45,77 @@ func TestConformance(t *testing.T) {
 			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{Concurrency: true, HeldWhileDelivered: true, CountsDeliveries: true, Redelivers: true},
+		Refusals: []subscribertest.Refusal{
+			natsRefusal("wrong token", natstest.StartTokenServer, url.User(natstest.Token), url.User("wrong-token")),
+			natsRefusal("wrong password", natstest.StartUsersServer, url.UserPassword(natstest.User, natstest.Password),
+				url.UserPassword(natstest.User, "wrong-password")),
+			natsRefusal("account without JetStream", natstest.StartUsersServer, url.UserPassword(natstest.User, natstest.Password),
+				url.UserPassword(natstest.NoJetStreamUser, natstest.Password)),
+		},
 	})
+}
+
+// refusal is a refused configuration on a private server of its own: the
+// suite's Setup gives the refusal's test an env on that server (good
+// credentials), and New a subscriber connected with the bad ones.
+type refusal struct {
+	start     func(testing.TB) *natstest.Server
+	good, bad *url.Userinfo
+}
+
+var (
+	refusals sync.Map // name as in t.Name() → refusal
+	targets  sync.Map // *testing.T → the refusal's *natstest.Server
+)
+
+func natsRefusal(name string, start func(testing.TB) *natstest.Server, good, bad *url.Userinfo) subscribertest.Refusal {
+	refusals.Store(strings.ReplaceAll(name, " ", "_"), refusal{start: start, good: good, bad: bad})
+	return subscribertest.Refusal{Name: name, New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+		e, ok := targets.Load(t)
+		if !ok {
+			t.Fatal("no server: Setup did not run for this refusal")
+		}
+		// The refusal may come from the server at connect, or later.
+		nc, err := nats.Connect(e.(*env).srv.URLWith(bad), nats.Timeout(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(nc.Close)
+		return e.(*env).subscriber(t, nc, c)
+	}}
+}
+
+// refusalOf returns the refusal t is the test of, if it is one.
+func refusalOf(t *testing.T) (refusal, bool) {
+	i := strings.LastIndex(t.Name(), "/Refused/")
+	if i < 0 {
+		return refusal{}, false
+	}
+	r, ok := refusals.Load(t.Name()[i+len("/Refused/"):])
+	if !ok {
+		return refusal{}, false
+	}
+	return r.(refusal), true
+}
+
+// env starts the refusal's server and gives the test streams there.
+func (r refusal) env(t *testing.T) subscribertest.Env {
+	srv := r.start(t)
+	good := srv.URLWith(r.good)
+	e := newEnvAt(t, good, good)
+	e.srv = srv
+	targets.Store(t, e)
+	t.Cleanup(func() { targets.Delete(t) })
+	return e.env()
 }
 
 // env is a stream of the test's own, with a dead-letter stream beside it.
 type env struct {
 	nc             *nats.Conn // the test's own connection
 	js             jetstream.JetStream
-	subURL         string // where subscribers connect
+	pubURL         string           // where the stream is, with credentials
+	subURL         string           // where subscribers connect
+	srv            *natstest.Server // the refusal's private server, or nil
 	prefix, stream string
 	dlSubject      string
 	dlStream       string
@@ -56,9 +126,26 @@ type env struct {
 // event the suite publishes.
 const duplicates = 100 * time.Millisecond
 
+// newEnv is an env on the shared server, whose subscribers connect to
+// subURL.
 func newEnv(t *testing.T, subURL string) *env {
 	t.Helper()
-	nc := natstest.Connect(t)
+	return newEnvAt(t, natstest.URL(), subURL)
+}
+
+// newEnvAt is an env on the server at pubURL (credentials in it).
+func newEnvAt(t *testing.T, pubURL, subURL string) *env {
+	t.Helper()
+	var nc *nats.Conn
+	if pubURL == natstest.URL() {
+		nc = natstest.Connect(t)
+	} else {
+		var err error
+		if nc, err = nats.Connect(pubURL); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+	}
 	js := natstest.JetStream(t, nc)
 	name, dlName := natstest.Name(t), natstest.Name(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -74,7 +161,7 @@ func newEnv(t *testing.T, subURL string) *env {
 		}
 		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), sc.Name) })
 	}
-	return &env{nc: nc, js: js, subURL: subURL, prefix: name, stream: name, dlSubject: dlName + ".dead", dlStream: dlName,
+	return &env{nc: nc, js: js, pubURL: pubURL, subURL: subURL, prefix: name, stream: name, dlSubject: dlName + ".dead", dlStream: dlName,
 		published: map[uuid.UUID]bool{}}
 }
 
@@ -107,24 +194,40 @@ func settlement(st natssub.Settlement) subscribertest.Settlement {
 // newSub builds a subscriber on a connection of its own to subURL, closed
 // at cleanup, after the subscriber's Stop.
 func (e *env) newSub(t *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
-	nc, err := nats.Connect(e.subURL, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.Timeout(2*time.Second))
+	nc := e.connect(t, e.subURL)
+	if nc == nil {
+		return nil, nil // connect failed the test
+	}
+	return e.subscriber(t, nc, c)
+}
+
+// connect connects to url for a subscriber, closing the connection at
+// cleanup; a failed connect fails the test.
+func (e *env) connect(t *testing.T, url string) *nats.Conn {
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.Timeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	return nc
+}
+
+// subscriber builds a subscriber of c on nc.
+func (e *env) subscriber(t *testing.T, nc *nats.Conn, c subscribertest.Config) (subscribertest.Subscriber, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return natssub.New(js, c.Inbox, c.Handler, e.config(c))
+	sub, err := natssub.New(js, c.Inbox, c.Handler, e.config(c))
+	if err != nil {
+		return nil, err // a nil *Subscriber is no nil Subscriber
+	}
+	return sub, nil
 }
 
-// publish publishes through the outbox's NATS publisher. A copy of an
-// event published before is published again until the stream stores it
-// (the duplicate window passed).
 func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := natspub.New(natspub.Config{URL: natstest.URL(), SubjectPrefix: e.prefix})
+	p, err := natspub.New(natspub.Config{URL: e.pubURL, SubjectPrefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

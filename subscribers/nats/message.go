@@ -38,9 +38,11 @@ const maxErrorHeader = 1024
 
 // Decode turns a JetStream message published by publishers/nats into an
 // inbox.Message: the ID from Nats-Msg-Id (it must be a UUID), the topic
-// from the subject less subjectPrefix and its '.', Key, Type and CreatedAt
-// from the Outbox-* headers, and the other headers (first value of each,
-// without the Nats-* ones) as Headers. An error is permanent
+// from the subject less subjectPrefix and its '.', Key and Type from
+// Outbox-Key-Base64 and Outbox-Type-Base64 when set, else from Outbox-Key
+// and Outbox-Type (natspub.KeyAndType: byte for byte what was enqueued),
+// CreatedAt from Outbox-Created-At, and the other headers (first value of
+// each, without the Nats-* ones) as Headers. An error is permanent
 // (inbox.IsPermanent): no redelivery can fix the message.
 func Decode(m jetstream.Msg, subjectPrefix string) (inbox.Message, error) {
 	h := m.Headers()
@@ -61,8 +63,9 @@ func Decode(m jetstream.Msg, subjectPrefix string) (inbox.Message, error) {
 		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, natspub.HeaderMsgID, raw)
 	}
 	out.ID = id
-	out.Key = h.Get(natspub.HeaderKey)
-	out.Type = h.Get(natspub.HeaderType)
+	if out.Key, out.Type, err = natspub.KeyAndType(h); err != nil {
+		return out, fmt.Errorf("%w: %w", inbox.ErrInvalidMessage, err)
+	}
 	if v := h.Get(natspub.HeaderCreatedAt); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
@@ -72,8 +75,8 @@ func Decode(m jetstream.Msg, subjectPrefix string) (inbox.Message, error) {
 	}
 	for k, vs := range h {
 		switch {
-		case len(vs) == 0, k == natspub.HeaderKey, k == natspub.HeaderType, k == natspub.HeaderCreatedAt,
-			strings.HasPrefix(k, "Nats-"):
+		case len(vs) == 0, k == natspub.HeaderKey, k == natspub.HeaderKeyBase64, k == natspub.HeaderType,
+			k == natspub.HeaderTypeBase64, k == natspub.HeaderCreatedAt, strings.HasPrefix(k, "Nats-"):
 			continue
 		}
 		if out.Headers == nil {

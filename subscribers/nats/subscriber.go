@@ -67,13 +67,22 @@ func (s *Subscriber[TTx]) ConsumerConfig() jetstream.ConsumerConfig {
 	return cc
 }
 
-// Start checks the dead-letter subject, creates or updates the durable
-// consumer and starts handling messages. It may be called once.
+// Start checks that JetStream is enabled for the connection's account and
+// that a stream captures the dead-letter subject, creates or updates the
+// durable consumer and starts handling messages. It fails at once, saying
+// so, when the server refuses JetStream to the account. It may be called
+// once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	return s.lc.Start(func() error { return s.start(ctx) })
 }
 
 func (s *Subscriber[TTx]) start(ctx context.Context) error {
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+			return fmt.Errorf("nats subscriber: the server refuses JetStream to this account (enable JetStream for it, or connect as a user of an account that has it): %w", err)
+		}
+		return fmt.Errorf("nats subscriber: JetStream account info: %w", err)
+	}
 	dlStream, err := s.js.StreamNameBySubject(ctx, s.cfg.DeadLetterSubject)
 	if err != nil {
 		return fmt.Errorf("nats subscriber: no stream captures the dead-letter subject %q (create one): %w", s.cfg.DeadLetterSubject, err)
