@@ -42,8 +42,9 @@ type Config struct {
 	// Options are extra franz-go options (TLS, SASL, linger, …), applied
 	// after the publisher's own so they may override them — except acks,
 	// which stay acks=all. They must not disable idempotent writes
-	// (kgo.DisableIdempotentWrite): ordered retries rest on them. Default
-	// none.
+	// (kgo.DisableIdempotentWrite): ordered retries rest on them. A
+	// kgo.WithLogger here replaces the publisher's logger, through which
+	// it notices the brokers refusing the SASL credentials. Default none.
 	Options []kgo.Opt
 
 	// Logger receives the client's warnings and errors. Default: a logger
@@ -105,23 +106,29 @@ func (c Config) validate() error {
 	return nil
 }
 
-// clientOptions are the franz-go options of a publisher of c.
-func (c Config) clientOptions() []kgo.Opt {
+// clientOptions are the franz-go options of a publisher of c, whose
+// logger reports refusals to ref.
+func (c Config) clientOptions(ref *refusals) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(c.ClientID),
 		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
 		kgo.DialTimeout(c.DialTimeout),
-		kgo.WithLogger(&logger{l: c.Logger}),
+		kgo.WithLogger(&logger{l: c.Logger, ref: ref}),
+		kgo.WithHooks(saslHook{ref}),
 	}
 	opts = append(opts, c.Options...)
 	// What the guarantees rest on comes last, so Options cannot undo it.
 	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 }
 
-// logger adapts slog to kgo.Logger, warnings and errors only.
-type logger struct{ l *slog.Logger }
+// logger adapts slog to kgo.Logger, warnings and errors only, and
+// reports the brokers' refusals of the client to ref.
+type logger struct {
+	l   *slog.Logger
+	ref *refusals
+}
 
 func (g *logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 
@@ -132,6 +139,7 @@ func (g *logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	}
 	for i := 1; i < len(keyvals); i += 2 {
 		if err, ok := keyvals[i].(error); ok {
+			g.ref.report(err)
 			keyvals[i] = redactText(err.Error())
 		}
 	}

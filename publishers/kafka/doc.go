@@ -39,7 +39,22 @@
 // for are reported as unavailable; the client may still deliver them (the
 // relay will publish them again: a duplicate, never a loss).
 //
+// Key and Type travel as bytes (the record key, the Outbox-Type header's
+// value), so they arrive byte for byte as they were enqueued, whatever
+// they hold: no encoding is needed.
+//
 // # Errors
+//
+// New does not talk to the brokers (franz-go connects lazily). Check
+// (publishers.Checker) sends a metadata request for no topic, which proves
+// that a broker answers and accepts the credentials: it fails classified
+// publishers.Misconfigured when the brokers refuse the SASL credentials or
+// mechanism (SASL_AUTHENTICATION_FAILED, or a broker that hangs up in
+// answer to them), or hang up on the first request (they want SASL or TLS
+// the configuration does not give); classified publishers.Unavailable
+// when no broker answers before the context ends.
+//
+// Publish returns one error per message, classified for the relay:
 //
 //   - publishers.Permanent: the record is larger than Config.MaxRecordBytes
 //     or the broker's max.message.bytes (kerr.MessageTooLarge,
@@ -47,13 +62,23 @@
 //     (kerr.InvalidRecord, kerr.CorruptMessage: a keyless record on a
 //     compacted topic, say), or the topic name is invalid
 //     (kerr.InvalidTopicException).
+//   - publishers.Misconfigured: the brokers refuse the client: its SASL
+//     credentials (noticed at once: the records waiting for a connection
+//     fail at the refusal), or an ACL — TOPIC_AUTHORIZATION_FAILED,
+//     CLUSTER_AUTHORIZATION_FAILED (the idempotent producer's permission),
+//     GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 //   - publishers.Unavailable: the publisher is closed, the context ended,
 //     the brokers cannot be reached, the record timed out
 //     (Config.DeliveryTimeout), the topic does not exist
 //     (kerr.UnknownTopicOrPartition), or any error Kafka calls retriable
 //     (not leader, not enough replicas, …).
-//   - anything else (authorization failed, policy violation, …) is left
-//     unmarked: the relay retries the message and counts the attempt.
+//   - anything else (policy violation, …) is left unmarked: the relay
+//     retries the message and counts the attempt.
+//
+// The refusals of the SASL credentials are seen through the client's
+// logger and hooks, which the publisher installs: a kgo.WithLogger in
+// Config.Options replaces its logger, and such refusals then show as the
+// context ending (Unavailable).
 //
 // A caveat: the broker refuses a whole produce batch when it is larger than
 // the topic's max.message.bytes, failing every record in it as too large.

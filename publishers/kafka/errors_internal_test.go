@@ -26,7 +26,11 @@ func TestClassify(t *testing.T) {
 		{kgo.ErrRecordTimeout, "unavailable"},
 		{kgo.ErrClientClosed, "unavailable"},
 		{context.DeadlineExceeded, "unavailable"},
-		{kerr.TopicAuthorizationFailed, "plain"},
+		{kerr.TopicAuthorizationFailed, "misconfigured"},
+		{kerr.ClusterAuthorizationFailed, "misconfigured"},
+		{kerr.SaslAuthenticationFailed, "misconfigured"},
+		{kerr.GroupAuthorizationFailed, "misconfigured"},
+		{kerr.UnsupportedSaslMechanism, "misconfigured"},
 		{kerr.PolicyViolation, "plain"},
 		{errors.New("something else"), "plain"},
 	} {
@@ -37,6 +41,12 @@ func TestClassify(t *testing.T) {
 			kind = "permanent"
 		case publishers.IsUnavailable(got):
 			kind = "unavailable"
+		}
+		if publishers.IsMisconfigured(got) {
+			if kind != "plain" {
+				t.Errorf("classify(%v) is both misconfigured and %s", c.err, kind)
+			}
+			kind = "misconfigured"
 		}
 		if kind != c.want {
 			t.Errorf("classify(%v) is %s, want %s", c.err, kind, c.want)

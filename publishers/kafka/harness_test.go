@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
@@ -65,10 +68,11 @@ func brokers(t testing.TB) []string {
 	return c.ListenAddrs()
 }
 
-// createTopic creates topic on brokers and deletes it at cleanup.
-func createTopic(t testing.TB, brokers []string, topic string) {
+// createTopic creates topic on brokers (with the client options opts) and
+// deletes it at cleanup.
+func createTopic(t testing.TB, brokers []string, topic string, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		t.Fatalf("admin client: %v", err)
 	}
@@ -84,7 +88,7 @@ func createTopic(t testing.TB, brokers []string, topic string) {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
 	t.Cleanup(func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 		if err != nil {
 			return
 		}
@@ -101,6 +105,9 @@ const testTopic = "events"
 
 var harness = publishertest.Harness{
 	Setup: func(t *testing.T) publishertest.Env {
+		if strings.Contains(t.Name(), "/Refused/") {
+			return saslEnv(t)
+		}
 		b := brokers(t)
 		prefix := newTopicName(t) + "."
 		createTopic(t, b, prefix+testTopic)
@@ -116,16 +123,72 @@ var harness = publishertest.Harness{
 			Start: k.start,
 		}
 	},
+	Refusals: []publishertest.Refusal{
+		saslRefusal("wrong password", saslUser, "wrong-password"),
+		saslRefusal("unknown user", "nobody", saslPassword),
+	},
 }
 
-func env(brokers []string, prefix string) publishertest.Env {
+// The SASL user of the refusals' kfake clusters.
+const (
+	saslUser     = "outbox"
+	saslPassword = "right-password"
+)
+
+// saslTargets are the brokers and topic prefix of each refusal's env.
+var saslTargets sync.Map // *testing.T → saslTarget
+
+type saslTarget struct {
+	brokers []string
+	prefix  string
+}
+
+// saslEnv is an env on a kfake cluster of the test's own that requires
+// SASL/PLAIN (saslUser, saslPassword).
+func saslEnv(t *testing.T) publishertest.Env {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(partitions),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", saslUser, saslPassword))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	b := c.ListenAddrs()
+	prefix := newTopicName(t) + "."
+	auth := kgo.SASL(plain.Auth{User: saslUser, Pass: saslPassword}.AsMechanism())
+	createTopic(t, b, prefix+testTopic, auth)
+	saslTargets.Store(t, saslTarget{brokers: b, prefix: prefix})
+	t.Cleanup(func() { saslTargets.Delete(t) })
+	return env(b, prefix, auth)
+}
+
+// saslRefusal is a publisher made from a kafka:// URL with the wrong
+// credentials for the refusal's SASL cluster.
+func saslRefusal(name, user, pass string) publishertest.Refusal {
+	return publishertest.Refusal{Name: name, New: func(t *testing.T, _ publishertest.Env) (publishers.Publisher, error) {
+		v, ok := saslTargets.Load(t)
+		if !ok {
+			t.Fatal("no cluster: Setup did not run for this refusal")
+		}
+		tg := v.(saslTarget)
+		u := "kafka://" + url.UserPassword(user, pass).String() + "@" + strings.Join(tg.brokers, ",") +
+			"?topic_prefix=" + url.QueryEscape(tg.prefix)
+		p, err := kafkapub.NewFromURL(u)
+		if err != nil {
+			return nil, err // a nil *Publisher is no nil Publisher
+		}
+		return p, nil
+	}}
+}
+
+// env is the suite's env on brokers, whose clients use opts (SASL).
+func env(brokers []string, prefix string, opts ...kgo.Opt) publishertest.Env {
 	return publishertest.Env{
 		NewPublisher: func(t *testing.T) publishers.Publisher {
-			return newPublisher(t, kafkapub.Config{Brokers: brokers, TopicPrefix: prefix, MaxRecordBytes: testMaxRecordBytes})
+			return newPublisher(t, kafkapub.Config{Brokers: brokers, TopicPrefix: prefix, MaxRecordBytes: testMaxRecordBytes, Options: opts})
 		},
 		Topic: testTopic,
 		Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
-			return read(t, brokers, prefix+testTopic, prefix, n, timeout)
+			return read(t, brokers, prefix+testTopic, prefix, n, timeout, opts...)
 		},
 		MaxPayload: testMaxRecordBytes,
 	}
@@ -143,13 +206,13 @@ func newPublisher(t testing.TB, cfg kafkapub.Config) *kafkapub.Publisher {
 
 // read reads topic from the start with a plain consumer until it has n
 // records or timeout passes.
-func read(t *testing.T, brokers []string, topic, prefix string, n int, timeout time.Duration) []publishertest.Received {
+func read(t *testing.T, brokers []string, topic, prefix string, n int, timeout time.Duration, opts ...kgo.Opt) []publishertest.Received {
 	t.Helper()
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}

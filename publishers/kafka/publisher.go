@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/publishers"
@@ -31,13 +32,17 @@ const (
 type Publisher struct {
 	cfg Config
 	cl  *kgo.Client
+	ref *refusals
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: waiting Publish calls give up
 }
 
-var _ publishers.Publisher = (*Publisher)(nil)
+var (
+	_ publishers.Publisher = (*Publisher)(nil)
+	_ publishers.Checker   = (*Publisher)(nil)
+)
 
 // New returns a Publisher producing to cfg.Brokers. It does not wait for a
 // broker to answer: franz-go connects lazily, so New succeeds while Kafka
@@ -47,11 +52,61 @@ func New(cfg Config) (*Publisher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(cfg.clientOptions()...)
+	ref := newRefusals()
+	cl, err := kgo.NewClient(cfg.clientOptions(ref)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
 	}
-	return &Publisher{cfg: cfg, cl: cl, done: make(chan struct{})}, nil
+	return &Publisher{cfg: cfg, cl: cl, ref: ref, done: make(chan struct{})}, nil
+}
+
+// Check asks a broker for the cluster's metadata, which proves that the
+// brokers can be reached and accept the client's credentials (SASL): nil
+// when they do; an error classified publishers.Misconfigured when they
+// refuse the credentials, the mechanism or the permission to describe
+// the cluster; one classified publishers.Unavailable when no broker
+// answers before ctx ends. (The configuration names no fixed topic: a
+// topic the client may not write fails its records, as Misconfigured.)
+func (p *Publisher) Check(ctx context.Context) error {
+	if p.closed.Load() {
+		return publishers.Unavailable(fmt.Errorf("kafka publisher: check: %w", ErrClosed))
+	}
+	where := strings.Join(p.cfg.Brokers, ",")
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none: the brokers and the cluster only
+	refused := p.ref.wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		resp kmsg.Response
+		err  error
+		got  = make(chan struct{})
+	)
+	go func() {
+		defer close(got)
+		resp, err = p.cl.Request(ctx, req)
+	}()
+	select {
+	case <-got:
+	case <-refused:
+		cancel()
+		<-got
+		return classify(fmt.Errorf("kafka publisher: check %s: the brokers refused the client: %w", where, p.ref.err()))
+	}
+	if err != nil {
+		var eof *kgo.ErrFirstReadEOF
+		if errors.As(err, &eof) {
+			// The broker hung up on the first request: it wants SASL
+			// or TLS the configuration does not give.
+			return publishers.Misconfigured(redacted{fmt.Errorf("kafka publisher: check %s: %w", where, err)})
+		}
+		return classify(fmt.Errorf("kafka publisher: check %s: %w", where, err))
+	}
+	if m, ok := resp.(*kmsg.MetadataResponse); ok && len(m.Brokers) == 0 {
+		return publishers.Unavailable(fmt.Errorf("kafka publisher: check %s: the cluster lists no broker", where))
+	}
+	p.ref.ok()
+	return nil
 }
 
 // Client returns the franz-go client the Publisher produces with.
@@ -110,6 +165,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	if len(msgs) == 0 {
 		return errs
 	}
+	refused := p.ref.wait()
 	var (
 		mu      sync.Mutex // guards errs and settled against late callbacks
 		settled = make([]bool, len(msgs))
@@ -138,7 +194,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			if gone {
 				return
 			}
-			if err != nil {
+			switch {
+			case err == nil:
+				p.ref.ok()
+			case !refusal(err) && p.ref.current() != nil:
+				// Failed for want of a connection the brokers refuse
+				// (or with another record of its partition): the
+				// refusal is the reason.
+				errs[i] = publishers.Misconfigured(redacted{fmt.Errorf("kafka publish %s to %q: %w (the brokers refused the client: %w)",
+					m.ID, r.Topic, err, p.ref.err())})
+			default:
 				errs[i] = classify(fmt.Errorf("kafka publish %s to %q: %w", m.ID, r.Topic, err))
 			}
 			settled[i] = true
@@ -152,9 +217,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	case <-all:
 		return errs
 	case <-ctx.Done():
-		why = fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err())
+		why = publishers.Unavailable(fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err()))
 	case <-p.done:
-		why = fmt.Errorf("no acknowledgement before Close: %w", ErrClosed)
+		why = publishers.Unavailable(fmt.Errorf("no acknowledgement before Close: %w", ErrClosed))
+	case <-refused:
+		why = publishers.Misconfigured(redacted{fmt.Errorf("no acknowledgement: the brokers refused the client: %w", p.ref.err())})
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -164,7 +231,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		if settled[i] {
 			out[i] = errs[i]
 		} else {
-			out[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: %w", msgs[i].ID, why))
+			out[i] = fmt.Errorf("kafka publish %s: %w", msgs[i].ID, why)
 		}
 	}
 	return out

@@ -21,7 +21,9 @@ type Config struct {
 	// ClientID names the client to the brokers. Default "outbox".
 	ClientID string
 	// Options are more client options (TLS, SASL, session timeout…),
-	// applied after the subscriber's own.
+	// applied after the subscriber's own. A kgo.WithLogger here replaces
+	// the subscriber's logger, through which Start notices the brokers
+	// refusing the SASL credentials.
 	Options []kgo.Opt
 
 	// Topics are the Kafka topics to consume. Required.

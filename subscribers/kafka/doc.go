@@ -46,6 +46,20 @@
 // The delivery count is kept in memory: a record read again after a
 // restart or a rebalance starts again at 1.
 //
+// # Refusals
+//
+// Start pings the brokers with the client's credentials and fails at once,
+// with the refusal in its error, when they refuse them
+// (SASL_AUTHENTICATION_FAILED, or a broker that hangs up in answer to the
+// SASL credentials), or hang up on the first request (they want SASL or
+// TLS the configuration does not give). The client's warnings and errors go
+// to Config.Logger (its logger and hooks are the subscriber's: a
+// kgo.WithLogger in Config.Options replaces them, and a refusal then shows
+// as Start's context ending).
+//
+// Key and Type are the record's key and the Outbox-Type header's value:
+// bytes, byte for byte as they were enqueued.
+//
 // # Stop
 //
 // Stop stops polling, lets the records being handled finish and commits

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
@@ -30,7 +32,12 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
-		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, brokers(t)).env() },
+		Setup: func(t *testing.T) subscribertest.Env {
+			if strings.Contains(t.Name(), "/Refused/") {
+				return saslEnv(t).env()
+			}
+			return newEnv(t, brokers(t)).env()
+		},
 		Outage: func(t *testing.T) subscribertest.Outage {
 			if os.Getenv("OUTBOX_TEST_KAFKA_BROKERS") != "" {
 				t.Skip("the outage case runs on kfake only")
@@ -55,7 +62,56 @@ func TestConformance(t *testing.T) {
 			return subscribertest.Outage{Env: newEnv(t, c.ListenAddrs()).env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{OrderPerKey: true, HeldWhileDelivered: true},
+		Refusals: []subscribertest.Refusal{
+			saslRefusal("wrong password", saslUser, "wrong-password"),
+			saslRefusal("unknown user", "nobody", saslPassword),
+		},
 	})
+}
+
+// The SASL user of the refusals' kfake clusters.
+const (
+	saslUser     = "outbox"
+	saslPassword = "right-password"
+)
+
+// saslEnvs are the refusals' envs.
+var saslEnvs sync.Map // *testing.T → *env
+
+// saslEnv is an env on a kfake cluster of the test's own that requires
+// SASL/PLAIN (saslUser, saslPassword).
+func saslEnv(t *testing.T) *env {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(partitions),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", saslUser, saslPassword))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	e := newEnv(t, c.ListenAddrs(), kgo.SASL(plain.Auth{User: saslUser, Pass: saslPassword}.AsMechanism()))
+	saslEnvs.Store(t, e)
+	t.Cleanup(func() { saslEnvs.Delete(t) })
+	return e
+}
+
+// saslRefusal is a subscriber with the wrong credentials for the refusal's
+// SASL cluster.
+func saslRefusal(name, user, pass string) subscribertest.Refusal {
+	return subscribertest.Refusal{Name: name, New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
+		v, ok := saslEnvs.Load(t)
+		if !ok {
+			t.Fatal("no cluster: Setup did not run for this refusal")
+		}
+		e := v.(*env)
+		cfg := e.config(c)
+		// Only the bad credentials (kgo.SASL appends mechanisms: the good
+		// ones of the env would be tried first).
+		cfg.Options = []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())}
+		sub, err := kafkasub.New(c.Inbox, c.Handler, cfg)
+		if err != nil {
+			return nil, err // a nil *Subscriber is no nil Subscriber
+		}
+		return sub, nil
+	}}
 }
 
 // advertised is a listener that gives another address (a proxy's) as its
@@ -91,11 +147,12 @@ func brokers(t testing.TB) []string {
 type env struct {
 	brokers []string
 	prefix  string
+	opts    []kgo.Opt // of every client (SASL)
 }
 
-func newEnv(t testing.TB, brokers []string) *env {
+func newEnv(t testing.TB, brokers []string, opts ...kgo.Opt) *env {
 	t.Helper()
-	e := &env{brokers: brokers, prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), seq.Add(1))}
+	e := &env{brokers: brokers, prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), seq.Add(1)), opts: opts}
 	cl := e.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -121,7 +178,7 @@ func (e *env) deadTopic() string { return e.prefix + "dead" }
 // client is a plain client of the brokers, closed at cleanup.
 func (e *env) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, e.opts...), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +196,7 @@ func (e *env) env() subscribertest.Env {
 func (e *env) config(c subscribertest.Config) kafkasub.Config {
 	cfg := kafkasub.Config{Brokers: e.brokers, Topics: []string{e.topic()}, TopicPrefix: e.prefix, Group: c.Group,
 		DeadLetterTopic: e.deadTopic(), MaxDeliveries: c.MaxDeliveries, Backoff: kafkasub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax},
-		Options: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, Hooks: kafkasub.Hooks{AfterCommit: c.AfterCommit}}
+		Options: append([]kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, e.opts...), Hooks: kafkasub.Hooks{AfterCommit: c.AfterCommit}}
 	if c.AfterSettle != nil {
 		cfg.Hooks.AfterSettle = func(st kafkasub.Settlement) { c.AfterSettle(settlement(st)) }
 	}
@@ -161,7 +218,7 @@ func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subs
 // publish publishes msgs through the outbox's own Kafka publisher.
 func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := kafkapub.New(kafkapub.Config{Brokers: e.brokers, TopicPrefix: e.prefix})
+	p, err := kafkapub.New(kafkapub.Config{Brokers: e.brokers, TopicPrefix: e.prefix, Options: e.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,8 +288,8 @@ func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscrib
 // without committing their offsets: the next member reads them again.
 func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(c.Group), kgo.ConsumeTopics(e.topic()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(100*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(c.Group), kgo.ConsumeTopics(e.topic()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(100 * time.Millisecond)}, e.opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

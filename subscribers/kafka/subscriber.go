@@ -24,6 +24,7 @@ type Subscriber[TTx any] struct {
 	lc      *consumer.Lifecycle // Done: the poll loop has returned and the client is closed
 	cl      *kgo.Client
 	pcancel context.CancelFunc
+	ref     *refusals
 }
 
 // New returns a Subscriber that handles the records of cfg.Topics with h
@@ -37,7 +38,7 @@ func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subs
 		return nil, errors.New("kafka subscriber: nil inbox or handler")
 	}
 	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: cfg, log: cfg.Logger.With("group", cfg.Group),
-		lc: consumer.NewLifecycle("kafka subscriber")}, nil
+		lc: consumer.NewLifecycle("kafka subscriber"), ref: newRefusals()}, nil
 }
 
 // ClientOptions are the options Start creates its client with.
@@ -52,12 +53,16 @@ func (s *Subscriber[TTx]) ClientOptions() []kgo.Opt {
 		// A batch is settled before the group may rebalance, so a
 		// partition does not move while one of its records is handled.
 		kgo.BlockRebalanceOnPoll(),
+		kgo.WithLogger(&logger{l: s.log, ref: s.ref}),
+		kgo.WithHooks(s.ref),
 	}
 	return append(opts, s.cfg.Options...)
 }
 
-// Start creates the client, checks that a broker answers and starts
-// consuming. It may be called once.
+// Start creates the client, checks that a broker answers and accepts the
+// client's credentials, and starts consuming. Brokers that refuse the
+// credentials (SASL) fail it at once, with the refusal in the error. It may
+// be called once.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	return s.lc.Start(func() error { return s.start(ctx) })
 }
@@ -67,15 +72,41 @@ func (s *Subscriber[TTx]) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka subscriber: client: %w", err)
 	}
-	if err := cl.Ping(ctx); err != nil {
+	if err := s.ping(ctx, cl); err != nil {
 		cl.Close()
-		return fmt.Errorf("kafka subscriber: no broker answers: %w", err)
+		return err
 	}
 	s.cl = cl
 	var pctx context.Context
 	pctx, s.pcancel = context.WithCancel(context.Background())
 	go s.poll(pctx)
 	return nil
+}
+
+// ping waits for a broker to answer, or for the brokers to refuse the
+// client.
+func (s *Subscriber[TTx]) ping(ctx context.Context, cl *kgo.Client) error {
+	refused := s.ref.wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cl.Ping(ctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-refused:
+		cancel()
+		<-done
+		return fmt.Errorf("kafka subscriber: the brokers refused the client: %w", s.ref.err())
+	}
+	if err == nil {
+		return nil
+	}
+	var eof *kgo.ErrFirstReadEOF
+	if errors.As(err, &eof) {
+		return fmt.Errorf("kafka subscriber: the brokers hung up on the client (do they require SASL or TLS?): %w", err)
+	}
+	return fmt.Errorf("kafka subscriber: no broker answers: %w", err)
 }
 
 // Stop stops polling, lets the records being handled finish and commits
