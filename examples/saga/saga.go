@@ -44,8 +44,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ProgressEvery is the interval of the progress lines. Default 500ms.
 	ProgressEvery time.Duration
-	// Timeout bounds the wait for the saga to complete once every order is
-	// confirmed. Default 60s.
+	// Timeout bounds the whole run once the broker and the services are
+	// up: the confirmations (over three times the outage, at least 1.5s),
+	// the outage and the wait for the saga to complete. It must exceed the
+	// confirmations' span. Default 60s.
 	Timeout time.Duration
 }
 
@@ -57,6 +59,45 @@ const (
 	DefaultProgressEvery = 500 * time.Millisecond
 	DefaultTimeout       = time.Minute
 )
+
+// ErrOptions is returned (wrapped) by Validate and Run for Options that
+// cannot make a run.
+var ErrOptions = errors.New("invalid demo options")
+
+// Validate returns an error wrapping ErrOptions when o cannot make a run:
+// a negative Orders, Relays, ProgressEvery or Timeout, or a Timeout that
+// does not outlast the confirmations (three times the outage, at least
+// 1.5s). Zero fields mean their defaults.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Orders < 0 {
+		errs = append(errs, fmt.Errorf("Orders %d is negative", o.Orders))
+	}
+	if o.Relays < 0 {
+		errs = append(errs, fmt.Errorf("Relays %d is negative", o.Relays))
+	}
+	if o.ProgressEvery < 0 {
+		errs = append(errs, fmt.Errorf("ProgressEvery %v is negative", o.ProgressEvery))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("Timeout %v is negative", o.Timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	d := o.withDefaults()
+	if span := d.confirmSpan(); d.Timeout <= span {
+		return fmt.Errorf("%w: a timeout of %v leaves no time: the orders are confirmed over %v (three times the outage, at least 1.5s)",
+			ErrOptions, d.Timeout, span)
+	}
+	return nil
+}
+
+// confirmSpan is how long the orders service takes to confirm every order:
+// three times the outage, at least 1.5s.
+func (o Options) confirmSpan() time.Duration {
+	return max(3*max(o.Outage, 0), 1500*time.Millisecond)
+}
 
 func (o Options) withDefaults() Options {
 	if o.Orders <= 0 {
@@ -90,6 +131,9 @@ var ErrVerification = errors.New("verification failed")
 // returns the Report, and an error wrapping ErrVerification when an order
 // was lost or applied twice (or any other error that stopped the run).
 func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error) {
+	if err := opts.Validate(); err != nil {
+		return rep, err
+	}
 	opts = opts.withDefaults()
 	out := &printer{w: w, clock: opts.Clock, start: opts.Clock.Now()}
 	rep = Report{Orders: opts.Orders, Relays: opts.Relays, Crash: opts.Crash}
@@ -236,9 +280,22 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 	progressDone.Go(func() { mon.run(progressCtx, out, opts.ProgressEvery, 50*time.Millisecond) })
 	defer func() { stopProgress(); progressDone.Wait() }()
 
+	// Timeout bounds the rest of the run, outage included.
+	deadline := time.Now().Add(opts.Timeout)
+	runCtx, cancelRun := context.WithDeadline(ctx, deadline)
+	defer cancelRun()
+	var sayStopping sync.Once
+	timedOut := func() error {
+		if ctx.Err() != nil {
+			sayStopping.Do(func() { out.printf("** interrupted: stopping the relays and the consumers") })
+			return ctx.Err()
+		}
+		return fmt.Errorf("the demo did not finish within its timeout of %v", opts.Timeout)
+	}
+
 	// The orders service confirms orders at a steady pace over three times
 	// the outage; the broker goes down after a third of them.
-	period := max(3*rep.Outage, 1500*time.Millisecond)
+	period := opts.confirmSpan()
 	ticker := time.NewTicker(max(period/time.Duration(opts.Orders), time.Millisecond))
 	defer ticker.Stop()
 	var outage sync.WaitGroup
@@ -246,9 +303,9 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 	confirmStart := opts.Clock.Now()
 	for id := int64(1); id <= int64(opts.Orders); id++ {
 		select {
-		case <-ctx.Done():
+		case <-runCtx.Done():
 			outage.Wait()
-			return rep, ctx.Err()
+			return rep, timedOut()
 		case <-ticker.C:
 		}
 		if err := orders.Confirm(ctx, id); err != nil {
@@ -265,10 +322,15 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 				t := time.NewTimer(rep.Outage)
 				defer t.Stop()
 				select {
-				case <-ctx.Done():
+				case <-runCtx.Done():
+					outageErr = timedOut()
+					return
 				case <-t.C:
 				}
-				if outageErr = srv.Restart(ctx); outageErr != nil {
+				if outageErr = srv.Restart(runCtx); outageErr != nil {
+					if runCtx.Err() != nil {
+						outageErr = timedOut()
+					}
 					return
 				}
 				up := opts.Clock.Now()
@@ -287,7 +349,7 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 	// Wait for the saga to complete: every confirmed order reserved and
 	// back, both outboxes empty, both consumers caught up.
 	lastConfirm := opts.Clock.Now()
-	done, err := mon.waitComplete(ctx, opts.Timeout)
+	done, err := mon.waitComplete(ctx, time.Until(deadline))
 	if err != nil {
 		return rep, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,5 +136,27 @@ func TestDataDirIsKept(t *testing.T) {
 	_, err := saga.Run(context.Background(), saga.Options{Orders: 30, Outage: -1, DataDir: dir}, &syncBuffer{})
 	if err == nil || !strings.Contains(err.Error(), "previous run") {
 		t.Fatalf("a second run in the same directory = %v, want a refusal", err)
+	}
+}
+
+// Options that cannot make a run are refused before anything starts.
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []saga.Options{
+		{Orders: -1}, {Relays: -1}, {Timeout: -time.Second}, {ProgressEvery: -time.Second},
+		{Outage: 30 * time.Second},                      // confirmed over 90s > the 60s default
+		{Outage: time.Second, Timeout: 3 * time.Second}, // 3s of confirmations leave nothing
+		{Outage: -1, Timeout: 1500 * time.Millisecond},  // at least 1.5s of confirmations
+	} {
+		if err := o.Validate(); !errors.Is(err, saga.ErrOptions) {
+			t.Errorf("%+v: Validate = %v, want ErrOptions", o, err)
+		}
+		if _, err := saga.Run(context.Background(), o, io.Discard); !errors.Is(err, saga.ErrOptions) {
+			t.Errorf("%+v: Run = %v, want ErrOptions", o, err)
+		}
+	}
+	for _, o := range []saga.Options{{}, {Outage: -1}, {Outage: 10 * time.Second, Timeout: 31 * time.Second}} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: Validate = %v", o, err)
+		}
 	}
 }

@@ -1,9 +1,11 @@
 // Package outboxcli is the outbox command line: `outbox migrate`, `relay`,
-// `status`, `dead` and `replay`. It is importable so that a program can embed
-// the commands (or test them) without a subprocess.
+// `status`, `dead`, `dead-letter`, `replay` and `demo`. It is importable so
+// that a program can embed the commands (or test them) without a
+// subprocess.
 package outboxcli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,24 +13,43 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/outboxgo/outbox/internal/redact"
 )
 
-// Main runs the command line args and returns the process exit code. Errors
-// are printed to stderr as one line, "outbox: <what went wrong>".
+// ExitInterrupted is Main's exit code when the command was interrupted
+// (its context was cancelled: SIGINT, SIGTERM) before it finished, as a
+// shell reports a process killed by SIGINT. `outbox relay` is the
+// exception: an interrupted relay has stopped as asked and exits 0.
+const ExitInterrupted = 130
+
+// Main runs the command line args and returns the process exit code: 0 on
+// success, 1 on an error, ExitInterrupted when ctx ended first. Errors are
+// printed to stderr as one line, "outbox: <what went wrong>", with every
+// secret in it hidden.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "outbox: "+oneLine(err.Error()))
-		return 1
+	err := root.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return 0
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "outbox: interrupted")
+		return ExitInterrupted
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "outbox: interrupted: "+oneLine(redact.Text(err.Error())))
+		return ExitInterrupted
 	}
-	return 0
+	fmt.Fprintln(stderr, "outbox: "+oneLine(redact.Text(err.Error())))
+	return 1
 }
 
-// globals are the flags every command takes.
+// globals are the flags every command takes, and what the commands share.
 type globals struct {
 	databaseURL string
 	schema      string
@@ -37,6 +58,14 @@ type globals struct {
 	logLevel    string
 	stdout      io.Writer
 	stderr      io.Writer
+
+	// claimTimeout is the stores' Config.ClaimTimeout (relay's
+	// --claim-timeout); zero elsewhere: the store's default.
+	claimTimeout time.Duration
+	// onCommandLine are the flags given on the command line (not from the
+	// environment).
+	onCommandLine map[string]bool
+	log           *slog.Logger
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -50,30 +79,53 @@ transaction that rolled back.
 
 Get started:
   outbox migrate --database-url postgres://localhost/app
-  outbox relay   --database-url postgres://localhost/app --broker-url nats://localhost:4222
+  outbox relay   --database-url postgres://localhost/app --broker-url nats://localhost:4222 --stream EVENTS
   outbox status  --database-url postgres://localhost/app
 
+Databases, by URL scheme:
+  postgres://user:pass@host:5432/db   PostgreSQL (postgresql:// too)
+  mysql://user:pass@host:3306/db      MySQL, MariaDB
+  sqlite:///abs/path.db, sqlite:/abs/path.db, sqlite://rel/path.db,
+  sqlite:rel.db                       SQLite (a file; only migrate creates it)
+
 Every flag can also be set by an environment variable, named after the flag:
---database-url is OUTBOX_DATABASE_URL, --broker-url is OUTBOX_BROKER_URL.`,
+--database-url is OUTBOX_DATABASE_URL, --broker-url is OUTBOX_BROKER_URL.
+Passwords, tokens and secret-looking URL parameters are never printed.
+
+Exit status: 0 on success, 1 on an error (one line on stderr), 130 when
+interrupted (SIGINT, SIGTERM) before the command finished; a relay stopped
+by a signal has done as asked and exits 0.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.databaseURL, "database-url", "", "the outbox's database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:///path/to/file.db")
-	pf.StringVar(&g.schema, "schema", "outbox", "schema that holds the outbox table (MySQL, SQLite: the table is <schema>_<table>)")
-	pf.StringVar(&g.table, "table", "messages", "name of the outbox table")
+	pf.StringVar(&g.databaseURL, "database-url", "", "the outbox's database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:///path/to/file.db (see 'outbox --help')")
+	pf.StringVar(&g.schema, "schema", "outbox", "schema that holds the outbox table, not empty (MySQL, SQLite: the table is <schema>_<table>)")
+	pf.StringVar(&g.table, "table", "messages", "name of the outbox table, not empty")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g), newDemo(g))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		g.onCommandLine = map[string]bool{}
+		cmd.Flags().Visit(func(f *pflag.Flag) { g.onCommandLine[f.Name] = true })
 		if err := envDefaults(cmd.Flags()); err != nil {
 			return err
 		}
-		_, err := g.logger() // a bad --log-format fails every command, early
+		log, err := g.newLogger() // a bad --log-format fails every command, early
+		g.log = log
 		return err
 	}
+	// Help goes through the redactor too: a flag's default may be a URL.
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		var buf bytes.Buffer
+		cmd.SetOut(&buf)
+		defaultHelp(cmd, args)
+		cmd.SetOut(stdout)
+		_, _ = io.WriteString(stdout, redact.Text(buf.String()))
+	})
 	return root
 }
 
@@ -86,29 +138,28 @@ func envDefaults(fs *pflag.FlagSet) error {
 		if f.Changed {
 			return
 		}
-		name := "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, redact.URL(v), err))
 			}
 		}
 	})
 	return errors.Join(errs...)
 }
 
-func (g *globals) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+// envName is the environment variable of flag name.
+func envName(flag string) string {
+	return "OUTBOX_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// flagRef names flag name for a message: "--batch-size", or "--batch-size
+// (OUTBOX_BATCH_SIZE)" when its value came from the environment.
+func (g *globals) flagRef(cmd *cobra.Command, name string) string {
+	if f := cmd.Flags().Lookup(name); f != nil && f.Changed && !g.onCommandLine[name] {
+		return "--" + name + " (" + envName(name) + ")"
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch g.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+	return "--" + name
 }
 
 // oneLine folds a multi-line error (pgx lists every address it tried) into

@@ -212,6 +212,10 @@ func TestMigrateStatusRelay(t *testing.T) {
 func TestSQLiteMigrateStatus(t *testing.T) {
 	url := "sqlite://" + t.TempDir() + "/outbox.db"
 	ctx := context.Background()
+	failsWith(t, []string{"status", "--database-url", url}, "does not exist", "run `outbox migrate`")
+	if code, out, stderr := run(t, ctx, "migrate", "--database-url", url, "--table", "other"); code != 0 {
+		t.Fatalf("migrate --table other: exit %d\n%s%s", code, out, stderr)
+	}
 	failsWith(t, []string{"status", "--database-url", url}, "run `outbox migrate`", "outbox_messages")
 	code, out, stderr := run(t, ctx, "migrate", "--database-url", url)
 	if code != 0 || !strings.Contains(out, "outbox_messages is ready") {
@@ -246,6 +250,10 @@ func TestMySQLMigrateStatus(t *testing.T) {
 	failsWith(t, []string{"status", "--database-url", url}, "cannot reach MySQL", "root:xxxxx@")
 	url = "mysql://root@127.0.0.1:3306/" + dbName
 	ctx := context.Background()
+	failsWith(t, []string{"status", "--database-url", url}, "does not exist", "run `outbox migrate`")
+	if code, out, stderr := run(t, ctx, "migrate", "--database-url", url, "--table", "other"); code != 0 {
+		t.Fatalf("migrate --table other: exit %d\n%s%s", code, out, stderr)
+	}
 	failsWith(t, []string{"status", "--database-url", url}, "run `outbox migrate`", "outbox_messages")
 	code, out, stderr := run(t, ctx, "migrate", "--database-url", url)
 	if code != 0 || !strings.Contains(out, "outbox_messages is ready") {
@@ -282,7 +290,12 @@ func TestDeadLetterListReplay(t *testing.T) {
 	if code != 0 || !strings.Contains(out, id.String()) || !strings.Contains(out, "stuck, skipped by ops") {
 		t.Fatalf("dead: exit %d\n%s", code, out)
 	}
-	code, out, _ = run(t, ctx, append([]string{"replay", "--all"}, db...)...)
+	// A keyed event: replay says it goes out of order, and wants to be told.
+	code, out, stderr = run(t, ctx, append([]string{"replay", "--all"}, db...)...)
+	if code != 1 || !strings.Contains(out, "out of order: "+id.String()) || !strings.Contains(stderr, "--out-of-order") {
+		t.Fatalf("replay without --out-of-order: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run(t, ctx, append([]string{"replay", "--all", "--out-of-order"}, db...)...)
 	if code != 0 || !strings.Contains(out, "replayed 1 dead events") {
 		t.Fatalf("replay: exit %d\n%s", code, out)
 	}
@@ -326,11 +339,11 @@ func TestRelayEmbeddedBroker(t *testing.T) {
 
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan int)
-	var stdout string
+	var stdout, stderr string
 	go func() {
-		code, out, _ := run(t, rctx, "relay", "--database-url", url, "--data-dir", dir+"/nats",
+		code, out, errOut := run(t, rctx, "relay", "--database-url", url, "--data-dir", dir+"/nats",
 			"--embedded-port", fmt.Sprint(port), "--poll-interval", "50ms")
-		stdout = out
+		stdout, stderr = out, errOut
 		done <- code
 	}()
 	deadline := time.Now().Add(30 * time.Second)
@@ -352,6 +365,10 @@ func TestRelayEmbeddedBroker(t *testing.T) {
 	}
 	if !strings.Contains(stdout, fmt.Sprintf("embedded NATS JetStream at nats://127.0.0.1:%d", port)) {
 		t.Fatalf("the relay did not print the embedded broker's URL:\n%s", stdout)
+	}
+	// SQLite names the table outbox_messages, and so do the logs.
+	if !strings.Contains(stderr, "table=outbox_messages") || strings.Contains(stderr, "table=outbox.messages") {
+		t.Fatalf("the relay's log does not name the SQLite table:\n%s", stderr)
 	}
 }
 

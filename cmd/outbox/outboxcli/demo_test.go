@@ -3,6 +3,7 @@ package outboxcli_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +37,41 @@ func TestDemoRejectsArgs(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := outboxcli.Main(context.Background(), []string{"demo", "extra"}, &stdout, &stderr); code == 0 {
 		t.Fatal("demo with an argument succeeded")
+	}
+}
+
+// Ctrl-C during the outage: the demo stops, cleans up, and says
+// "interrupted" with exit 130 — not "context canceled", exit 1.
+func TestDemoInterruptedDuringOutage(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- outboxcli.Main(ctx, []string{"demo", "--orders", "200", "--outage", "5s"}, &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stdout.String(), "broker DOWN") {
+		select {
+		case code := <-done:
+			t.Fatalf("demo exited %d before the outage:\n%s%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no outage within 2m:\n%s", stdout.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	cancel() // Ctrl-C
+	stopped := time.Now()
+	code := <-done
+	t.Logf("stopped %v after the interrupt", time.Since(stopped))
+	if code != outboxcli.ExitInterrupted || stderr.String() != "outbox: interrupted\n" {
+		t.Fatalf("exit %d, stderr %q; want %d and \"outbox: interrupted\"", code, stderr.String(), outboxcli.ExitInterrupted)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("the interrupted demo left %v behind", left)
 	}
 }

@@ -17,15 +17,21 @@ func newMigrate(g *globals) *cobra.Command {
 		Use:   "migrate",
 		Short: "Create the outbox schema, table and indexes (idempotent)",
 		Long: `migrate creates the outbox schema, table and indexes if they do not exist.
-It is safe to run again, and from several processes at once.
+It is safe to run again, and from several processes at once. On SQLite it
+creates the database file if need be: the only command that does.
 
 With --print it connects to nothing and prints the SQL instead, for teams
 that migrate with goose, golang-migrate or atlas (PostgreSQL's, or MySQL's or
 SQLite's when --database-url is a mysql: or sqlite: URL).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := g.checks(cmd)
 			if print {
-				ddl, err := postgres.SchemaSQL(&postgres.Config{Schema: g.schema, Table: g.table})
+				g.checkNames(c)
+				if err := c.err(); err != nil {
+					return err
+				}
+				ddl, err := postgres.SchemaSQL(g.postgresConfig())
 				switch {
 				case strings.HasPrefix(g.databaseURL, "sqlite:"):
 					ddl, err = sqlite.SchemaSQL(g.sqliteConfig())
@@ -38,7 +44,11 @@ SQLite's when --database-url is a mysql: or sqlite: URL).`,
 				_, err = fmt.Fprint(g.stdout, ddl)
 				return err
 			}
-			d, err := g.openDB(cmd.Context())
+			g.checkDB(c)
+			if err := c.err(); err != nil {
+				return err
+			}
+			d, err := g.openDB(cmd.Context(), create)
 			if err != nil {
 				return err
 			}

@@ -3,39 +3,70 @@ package outboxcli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/stores"
 )
 
+// blockedLimit is how many blocked keys status lists.
+const blockedLimit = 100
+
 func newStatus(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show pending, dead and kept events per topic, and the age of the oldest pending",
-		Args:  cobra.NoArgs,
+		Short: "Show pending (due, scheduled, retrying), dead and kept events per topic, and the keys a failing event blocks",
+		Long: `status shows, per topic, the events not yet published — PENDING, split into
+DUE (the relay may publish them now) and SCHEDULED (a NotBefore ahead, or a
+retry's backoff) — and among them RETRYING (failed at least once); the age
+of the oldest due event (the relay's lag: an event scheduled ahead is not
+lag); DEAD events (see 'outbox dead'); and published events still kept
+(--retention).
+
+Then the BLOCKED KEYS: keys whose oldest pending event (the head) has
+failed, with the head's ID, attempts, next attempt and last error. With
+per-key order the relay publishes nothing else of such a key until the head
+succeeds or is dead-lettered ('outbox dead-letter ID'). At most 100 are
+listed, the oldest heads first.
+
+Control characters in topics, keys and errors are shown escaped ("a\nb");
+--json carries the exact strings.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := g.checks(cmd)
+			g.checkDB(c)
+			if err := c.err(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			d, err := g.openDB(ctx)
+			d, err := g.openDB(ctx, existing)
 			if err != nil {
 				return err
 			}
 			defer d.close()
-			st, err := d.store.Stats(ctx, stores.StatsParams{Now: time.Now()})
+			now := time.Now()
+			st, err := d.store.Stats(ctx, stores.StatsParams{Now: now})
 			if err != nil {
 				return schemaMissing(err, d)
 			}
-			now := time.Now()
-			if asJSON {
-				return writeStatusJSON(g, st, now)
+			blocked, err := d.store.Blocked(ctx, stores.BlockedParams{Limit: blockedLimit + 1})
+			if err != nil {
+				return fmt.Errorf("blocked keys in %s: %w", d.where, schemaMissing(err, d))
 			}
-			return writeStatusTable(g, st, now)
+			more := len(blocked) > blockedLimit
+			blocked = blocked[:min(len(blocked), blockedLimit)]
+			if asJSON {
+				return writeStatusJSON(g.stdout, st, blocked, more, now)
+			}
+			return writeStatusTable(g.stdout, st, blocked, more, now)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of tables (exact strings)")
 	return cmd
 }
 
@@ -46,6 +77,8 @@ func age(t, now time.Time) string {
 	}
 	d := now.Sub(t)
 	switch {
+	case d < 0:
+		return "0s"
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Hour:
@@ -54,44 +87,122 @@ func age(t, now time.Time) string {
 	return d.Round(time.Minute).String()
 }
 
-func writeStatusTable(g *globals, st []stores.TopicStats, now time.Time) error {
-	w := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tPENDING\tOLDEST PENDING\tDEAD\tPUBLISHED (KEPT)")
+// until is how far ahead t is, rounded for people; "now" when past.
+func until(t, now time.Time) string {
+	d := t.Sub(now)
+	switch {
+	case t.IsZero() || d <= 0:
+		return "now"
+	case d < time.Second:
+		return "in " + d.Round(time.Millisecond).String()
+	}
+	return "in " + d.Round(time.Second).String()
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func writeStatusTable(out io.Writer, st []stores.TopicStats, blocked []stores.BlockedKey, more bool, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPENDING\tDUE\tSCHEDULED\tRETRYING\tOLDEST DUE\tDEAD\tPUBLISHED (KEPT)")
 	var total stores.TopicStats
 	for _, ts := range st {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\n", ts.Topic, ts.Pending, age(ts.OldestPending, now), ts.Dead, ts.Published)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", display(ts.Topic), ts.Pending, ts.Due, ts.Scheduled, ts.Retrying,
+			age(ts.OldestDue, now), ts.Dead, ts.Published)
 		total.Pending += ts.Pending
+		total.Due += ts.Due
+		total.Scheduled += ts.Scheduled
+		total.Retrying += ts.Retrying
 		total.Dead += ts.Dead
 		total.Published += ts.Published
-		if !ts.OldestPending.IsZero() && (total.OldestPending.IsZero() || ts.OldestPending.Before(total.OldestPending)) {
-			total.OldestPending = ts.OldestPending
-		}
+		total.OldestDue = earliest(total.OldestDue, ts.OldestDue)
 	}
-	fmt.Fprintf(w, "(all)\t%d\t%s\t%d\t%d\n", total.Pending, age(total.OldestPending, now), total.Dead, total.Published)
-	return w.Flush()
+	fmt.Fprintf(w, "(all)\t%d\t%d\t%d\t%d\t%s\t%d\t%d\n", total.Pending, total.Due, total.Scheduled, total.Retrying,
+		age(total.OldestDue, now), total.Dead, total.Published)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(blocked) == 0 {
+		_, err := fmt.Fprintln(out, "\nno blocked keys")
+		return err
+	}
+	fmt.Fprintf(out, "\nBLOCKED KEYS (%d): a failing head holds back its key's later events; 'outbox dead-letter HEAD' lets them go\n", len(blocked))
+	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tKEY\tHEAD\tATTEMPTS\tNEXT ATTEMPT\tBEHIND\tLAST ERROR")
+	for _, b := range blocked {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", display(b.Head.Topic), display(b.Head.Key), b.Head.ID,
+			b.Head.Attempts, until(b.NextAttempt, now), b.Behind, display(b.Head.LastError))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if more {
+		_, err := fmt.Fprintf(out, "… more blocked keys: the %d with the oldest heads are shown\n", len(blocked))
+		return err
+	}
+	return nil
 }
 
 type topicJSON struct {
 	Topic               string     `json:"topic"`
 	Pending             int64      `json:"pending"`
+	Due                 int64      `json:"due"`
+	Scheduled           int64      `json:"scheduled"`
+	Retrying            int64      `json:"retrying"`
 	OldestPending       *time.Time `json:"oldest_pending,omitempty"`
 	OldestPendingAgeSec float64    `json:"oldest_pending_age_seconds"`
+	OldestDue           *time.Time `json:"oldest_due,omitempty"`
+	OldestDueAgeSec     float64    `json:"oldest_due_age_seconds"`
 	Dead                int64      `json:"dead"`
 	Published           int64      `json:"published_kept"`
 }
 
-func writeStatusJSON(g *globals, st []stores.TopicStats, now time.Time) error {
-	out := make([]topicJSON, 0, len(st))
-	for _, ts := range st {
-		j := topicJSON{Topic: ts.Topic, Pending: ts.Pending, Dead: ts.Dead, Published: ts.Published}
-		if !ts.OldestPending.IsZero() {
-			o := ts.OldestPending
-			j.OldestPending = &o
-			j.OldestPendingAgeSec = now.Sub(o).Seconds()
-		}
-		out = append(out, j)
+type blockedJSON struct {
+	Topic       string    `json:"topic"`
+	Key         string    `json:"key"`
+	Head        uuid.UUID `json:"head_id"`
+	Type        string    `json:"head_type"`
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error"`
+	NextAttempt time.Time `json:"next_attempt"`
+	Behind      int64     `json:"behind"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	enc := json.NewEncoder(g.stdout)
+	return &t
+}
+
+func ageSec(t, now time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return now.Sub(t).Seconds()
+}
+
+func writeStatusJSON(out io.Writer, st []stores.TopicStats, blocked []stores.BlockedKey, more bool, now time.Time) error {
+	topics := make([]topicJSON, 0, len(st))
+	for _, ts := range st {
+		topics = append(topics, topicJSON{
+			Topic: ts.Topic, Pending: ts.Pending, Due: ts.Due, Scheduled: ts.Scheduled, Retrying: ts.Retrying,
+			OldestPending: timePtr(ts.OldestPending), OldestPendingAgeSec: ageSec(ts.OldestPending, now),
+			OldestDue: timePtr(ts.OldestDue), OldestDueAgeSec: ageSec(ts.OldestDue, now),
+			Dead: ts.Dead, Published: ts.Published,
+		})
+	}
+	bl := make([]blockedJSON, 0, len(blocked))
+	for _, b := range blocked {
+		bl = append(bl, blockedJSON{Topic: b.Head.Topic, Key: b.Head.Key, Head: b.Head.ID, Type: b.Head.Type,
+			Attempts: b.Head.Attempts, LastError: b.Head.LastError, NextAttempt: b.NextAttempt, Behind: b.Behind})
+	}
+	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"topics": out})
+	enc.SetEscapeHTML(false)
+	return enc.Encode(map[string]any{"topics": topics, "blocked": bl, "blocked_truncated": more})
 }
