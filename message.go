@@ -69,10 +69,10 @@ var ReservedHeaderPrefixes = []string{"outbox-", "x-outbox-", "nats-"}
 //
 // Topic, key and type are any valid UTF-8 without NUL (PostgreSQL's text
 // cannot hold NUL; the other stores could, so none does). Header names are
-// tokens (no spaces, control characters or ':', as NATS and HTTP-style
-// headers require) outside ReservedHeaderPrefixes; header values are field
-// values as RFC 9110 defines them: no control characters but TAB, and no
-// leading or trailing space or TAB (header-based brokers trim them).
+// RFC 9110 tokens (ASCII letters, digits and !#$%&'*+-.^_`|~, as NATS and
+// HTTP-style headers require) outside ReservedHeaderPrefixes; header values
+// are RFC 9110 field values: no control characters but TAB, and no leading
+// or trailing space or TAB (header-based brokers trim them).
 func (m *Message) validate() error {
 	if err := checkField("topic", m.Topic, MaxTopicLen); err != nil {
 		return err
@@ -107,6 +107,15 @@ func checkField(what, s string, limit int) error {
 	return nil
 }
 
+// isTokenChar reports whether r is an RFC 9110 tchar.
+func isTokenChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+}
+
 // checkHeader checks one header; the error says why, without the value.
 func checkHeader(k, v string) error {
 	switch {
@@ -114,8 +123,8 @@ func checkHeader(k, v string) error {
 		return errors.New("empty name")
 	case !utf8.ValidString(k) || !utf8.ValidString(v):
 		return errors.New("not valid UTF-8")
-	case strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f || r == ':' }):
-		return errors.New("a name holds a space, a control character or ':'")
+	case strings.ContainsFunc(k, func(r rune) bool { return !isTokenChar(r) }):
+		return errors.New("a name holds a character outside RFC 9110's token (letters, digits and !#$%&'*+-.^_`|~): a space, a control character, ':', non-ASCII, …")
 	case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
 		return errors.New("the value holds a control character (CR, LF, NUL, …)")
 	case strings.TrimLeft(v, " \t") != v || strings.TrimRight(v, " \t") != v:
