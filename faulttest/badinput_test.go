@@ -30,8 +30,9 @@ type badEvent struct {
 
 // enqueueBadInput commits the broker's bad cases — a keyed one is followed
 // on its key by a good event that must still arrive, in order: the key is
-// not blocked — and checks that Enqueue refuses invalid UTF-8 in a header,
-// writing nothing.
+// not blocked — and checks that Enqueue refuses what no store or broker
+// could carry (invalid UTF-8, a header name that is no token, NUL, a
+// reserved header name), writing nothing.
 func enqueueBadInput(t *testing.T, db database, cases []badCase, write func(key string, rollback bool) (uuid.UUID, error)) badInput {
 	t.Helper()
 	ctx := context.Background()
@@ -50,24 +51,37 @@ func enqueueBadInput(t *testing.T, db database, cases []badCase, write func(key 
 		}
 	}
 
-	// Invalid UTF-8 in a header never gets in: Enqueue refuses it, and the
-	// transaction, committed anyway, wrote nothing.
-	m := outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: badKey, Payload: []byte("{}"),
-		Headers: map[string]string{"note": "\xff\xfe"}}
-	var enqErr error
-	if err := retry(func() (err error) { enqErr, err = db.enqueue(ctx, m); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(enqErr, outbox.ErrInvalidMessage) {
-		t.Errorf("Enqueue with invalid UTF-8 in a header = %v, want ErrInvalidMessage", enqErr)
-	}
-	switch found, err := db.exists(ctx, m.ID); {
-	case err != nil:
-		t.Fatal(err)
-	case found:
-		t.Errorf("Enqueue refused invalid UTF-8 but wrote the row")
-	default:
-		b.refused++
+	// What no store or broker could carry never gets in: Enqueue refuses
+	// it, and the transaction, committed anyway, wrote nothing.
+	for _, r := range []struct {
+		what string
+		m    outbox.Message
+	}{
+		{"invalid UTF-8 in a header", outbox.Message{Headers: map[string]string{"note": "\xff\xfe"}}},
+		{"a header name no header-based broker carries", outbox.Message{Headers: map[string]string{"Bad Header": "x"}}},
+		{"a NUL byte in the key", outbox.Message{Key: "bad\x00key"}},
+		{"a header named like the outbox's own", outbox.Message{Headers: map[string]string{"Outbox-Key": "forged"}}},
+	} {
+		m := r.m
+		m.ID, m.Topic, m.Payload = outbox.NewID(), "orders", []byte("{}")
+		if m.Key == "" {
+			m.Key = badKey
+		}
+		var enqErr error
+		if err := retry(func() (err error) { enqErr, err = db.enqueue(ctx, m); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(enqErr, outbox.ErrInvalidMessage) {
+			t.Errorf("Enqueue with %s = %v, want ErrInvalidMessage", r.what, enqErr)
+		}
+		switch found, err := db.exists(ctx, m.ID); {
+		case err != nil:
+			t.Fatal(err)
+		case found:
+			t.Errorf("Enqueue refused %s but wrote the row", r.what)
+		default:
+			b.refused++
+		}
 	}
 	return b
 }

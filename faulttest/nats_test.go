@@ -109,8 +109,6 @@ func (b *natsBroker) badInput() []badCase {
 			outbox.Message{Topic: "orders", Key: badKey, Type: "Big", Payload: make([]byte, 40<<10)}},
 		{"a topic mapping to an invalid subject", "invalid subject",
 			outbox.Message{Topic: "bad topic", Key: badKey, Type: "Bad", Payload: []byte("{}")}},
-		{"a header NATS cannot carry", "header not representable",
-			outbox.Message{Topic: "orders", Key: badKey, Type: "Bad", Payload: []byte("{}"), Headers: map[string]string{"Bad Header": "x"}}},
 	}
 }
 
