@@ -62,4 +62,12 @@
 // (Nak) for another instance. Several instances may share one durable
 // consumer: JetStream gives each message to one at a time, and the inbox
 // catches the redeliveries that overlap.
+//
+// While the connection is down (when Stop is called, or while it waits),
+// and once Stop's context has ended, Stop does not wait on the server: it
+// stops the iterator instead of draining it, and acks stop waiting for
+// their confirmation. The in-flight handlers still finish and commit.
+// Nothing is lost: what is left unacknowledged JetStream redelivers after
+// AckWait, and a message whose handler committed comes back as a
+// duplicate.
 package nats

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/inbox"
@@ -23,8 +24,13 @@ type Subscriber[TTx any] struct {
 	cfg Config
 	log *slog.Logger
 
-	lc   *consumer.Lifecycle // Stopping: fetch no more; Done: the reader and every worker have returned
+	lc   *consumer.Lifecycle // Stopping: fetch no more; Done: the reader, every worker and watch have returned
 	iter jetstream.MessagesContext
+
+	// gone ends when Stop gives up on the server: the connection is down
+	// while stopping, or Stop's context ended (see Stop and abandon).
+	gone   context.Context
+	giveUp context.CancelFunc
 }
 
 // errExhausted is the dead-letter reason for a message delivered more than
@@ -41,8 +47,10 @@ func New[TTx any](js jetstream.JetStream, in *inbox.Inbox[TTx], h inbox.Handler[
 	if js == nil || in == nil || h == nil {
 		return nil, errors.New("nats subscriber: nil JetStream, inbox or handler")
 	}
+	gone, giveUp := context.WithCancel(context.Background())
 	return &Subscriber[TTx]{js: js, in: in, h: consumer.Safe(h), cfg: cfg,
-		log: cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Durable), lc: consumer.NewLifecycle("nats subscriber")}, nil
+		log: cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Durable), lc: consumer.NewLifecycle("nats subscriber"),
+		gone: gone, giveUp: giveUp}, nil
 }
 
 // ConsumerConfig is the durable consumer Start creates or updates.
@@ -99,25 +107,27 @@ func (s *Subscriber[TTx]) start(ctx context.Context) error {
 		return fmt.Errorf("nats subscriber: consume %s: %w", s.cfg.Durable, err)
 	}
 	s.iter = iter
+	// Registered before the first look at the connection's status in
+	// Stop, so that no change after it goes unseen.
+	status := s.js.Conn().StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
 
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.read(work)
-	}()
+	wg.Go(func() { s.read(work) })
 	for range s.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for m := range work {
 				s.process(m)
 			}
-		}()
+		})
 	}
+	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
+		close(finished)
+	}()
+	go func() {
+		s.watch(status, finished)
 		s.lc.Done()
 	}()
 	return nil
@@ -136,14 +146,15 @@ func (s *Subscriber[TTx]) reads(subject string) bool {
 	return false
 }
 
-// read hands fetched messages to the workers until Stop drains the iterator;
-// what it fetches after Stop it hands back to the server.
+// read hands fetched messages to the workers until Stop drains the iterator
+// (or gives up on the server); what it fetches after Stop it hands back to
+// the server.
 func (s *Subscriber[TTx]) read(work chan<- jetstream.Msg) {
 	defer close(work)
 	for {
-		m, err := s.iter.Next()
+		m, err := s.iter.Next(jetstream.NextContext(s.gone))
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || s.gone.Err() != nil {
 				return
 			}
 			s.log.Warn("nats subscriber: fetch", "err", err)
@@ -160,14 +171,6 @@ func (s *Subscriber[TTx]) read(work chan<- jetstream.Msg) {
 			_ = m.Nak()
 		}
 	}
-}
-
-// Stop stops fetching, waits for in-flight handlers to finish and their
-// messages to be acknowledged, and hands back messages not yet started.
-// When ctx ends first it cancels the handlers' context, waits for them to
-// return and returns ctx's error. Stop before Start, or twice, is a no-op.
-func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
-	return s.lc.Stop(ctx, func() { s.iter.Drain() })
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
@@ -240,7 +243,7 @@ func (s *Subscriber[TTx]) ack(ctx context.Context, m jetstream.Msg, st *Settleme
 		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
 	}
 	st.Action = ActionAck
-	actx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	actx, cancel := s.serverContext(ctx)
 	defer cancel()
 	if err := m.DoubleAck(actx); err != nil {
 		s.log.Warn("nats subscriber: ack not confirmed; the redelivery will be a duplicate", "id", st.Message.ID, "err", err)
@@ -266,7 +269,7 @@ func (s *Subscriber[TTx]) deadLetter(ctx context.Context, m jetstream.Msg, md *j
 	// The dedup ID makes a repeated dead-lettering (the Term was lost) a
 	// no-op within the dead-letter stream's duplicate window.
 	dedup := fmt.Sprintf("%s/%s/%d", md.Stream, s.cfg.Durable, md.Sequence.Stream)
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	pctx, cancel := s.serverContext(ctx)
 	defer cancel()
 	if _, err := s.js.PublishMsg(pctx, dl, jetstream.WithMsgID(dedup)); err != nil {
 		s.log.Error("nats subscriber: dead-letter publish failed; redelivering", "id", st.Message.ID, "err", err)
@@ -279,7 +282,7 @@ func (s *Subscriber[TTx]) deadLetter(ctx context.Context, m jetstream.Msg, md *j
 	// Acknowledged, not terminated: the ack is confirmed by the server (a
 	// Term is not), and a server before 2.10 leaves a Term with a reason
 	// pending. The dead letter is the record of what happened.
-	actx, cancel2 := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	actx, cancel2 := s.serverContext(ctx)
 	defer cancel2()
 	if err := m.DoubleAck(actx); err != nil {
 		s.log.Warn("nats subscriber: ack of a dead letter not confirmed", "id", st.Message.ID, "err", err)

@@ -32,6 +32,7 @@ func Run(t *testing.T, h Harness) {
 		{"OrphanPastMaxDeliveries", testOrphanPastMaxDeliveries},
 		{"SlowHandlerKeepsMessage", testSlowHandlerKeepsMessage},
 		{"Outage", testOutage},
+		{"StopDuringOutage", testStopDuringOutage},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
