@@ -3,17 +3,11 @@ package faulttest
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +16,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/redistest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
-	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	redispub "github.com/outboxgo/outbox/publishers/redis"
 	redissub "github.com/outboxgo/outbox/subscribers/redis"
@@ -52,15 +46,16 @@ const (
 	redisMaxPayload = 512 << 10
 )
 
-// redisBroker is a private redis-server (a child process of the test, on a
-// free port of 127.0.0.1, its data in a temporary directory), stopped and
-// started again on the same port and directory for the outage. The relays
+// redisBroker is a private redis-server (internal/redistest: a child
+// process of the test, on a free port of 127.0.0.1, its data in an
+// append-only file in a temporary directory), stopped cleanly and started
+// again on the same port and directory for the outage. The relays
 // publish (publishers/redis, StreamPrefix redisPrefix) through a proxy;
 // every good event goes to the stream redisPrefix+"orders". The checker
 // (XRANGE) and the inbox's consumer (subscribers/redis, consumer group
 // redisGroup) connect to the server directly.
 type redisBroker struct {
-	srv     *redisServer
+	srv     *redistest.Server
 	rdb     *goredis.Client // the checker's, direct
 	px      *tcpproxy.Proxy
 	version string
@@ -71,12 +66,12 @@ func (b *redisBroker) deadStream() string   { return redisPrefix + "inbox-dead" 
 
 func newRedis(t *testing.T) *redisBroker {
 	t.Helper()
-	srv, err := startRedisServer(t)
-	if err != nil {
-		testenv.Unreachable(t, "a private Redis server (redis-server on $PATH, or "+envRedisServer+")", err)
-	}
+	// Durable across the outage (see redistest.Options.AppendOnly): the
+	// stop is a clean shutdown, so Redis loses nothing it acknowledged.
+	srv := redistest.Start(t, redistest.Options{Bin: os.Getenv(envRedisServer), AppendOnly: true,
+		Args: []string{"--proto-max-bulk-len", strconv.Itoa(redisProtoMaxBulkLen)}})
 	b := &redisBroker{srv: srv}
-	b.rdb = goredis.NewClient(&goredis.Options{Addr: srv.addr(), DialTimeout: 2 * time.Second})
+	b.rdb = goredis.NewClient(&goredis.Options{Addr: srv.Addr(), DialTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = b.rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -88,7 +83,7 @@ func newRedis(t *testing.T) *redisBroker {
 	if err := b.rdb.XGroupCreateMkStream(ctx, b.ordersStream(), redisGroup, "0").Err(); err != nil {
 		t.Fatalf("create the consumer group: %v", err)
 	}
-	b.px = tcpproxy.Start(t, srv.addr())
+	b.px = tcpproxy.Start(t, srv.Addr())
 	return b
 }
 
@@ -103,12 +98,12 @@ func (b *redisBroker) proxy() *tcpproxy.Proxy { return b.px }
 
 func (b *redisBroker) env() []string {
 	return []string{envBrokerKind + "=redis", envBroker + "=redis://" + b.px.Addr + "/0?dial_timeout=1s",
-		envBrokerDir + "=redis://" + b.srv.addr() + "/0", envPrefix + "=" + redisPrefix,
+		envBrokerDir + "=" + b.srv.URL(), envPrefix + "=" + redisPrefix,
 		envRedisGroup + "=" + redisGroup, envRedisDLQ + "=" + b.deadStream()}
 }
 
-func (b *redisBroker) stop() error  { return b.srv.stop() }
-func (b *redisBroker) start() error { return b.srv.start() }
+func (b *redisBroker) stop() error  { return b.srv.Stop() }
+func (b *redisBroker) start() error { return b.srv.Start() }
 
 // badInput: what publishers/redis refuses for good (Permanent) before
 // sending. Redis itself refuses nothing an outbox message can hold except a
@@ -272,154 +267,3 @@ func redisSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handl
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
-
-// redisServer is a private redis-server: a child process of the test
-// (daemonize no), on a free port of 127.0.0.1, with its append-only file in
-// a temporary directory of its own. stop is a clean shutdown (SIGTERM,
-// which Redis handles as SHUTDOWN) waited for; start runs the same command
-// again, on the same port and directory, and waits until PING answers.
-//
-// Durability: appendonly yes, appendfsync everysec, no RDB snapshots. Redis
-// writes each write command to the AOF (to the OS) before it answers it and
-// fsyncs once a second; a clean shutdown writes and fsyncs what is left, so
-// the outage loses nothing Redis acknowledged: every entry, the consumer
-// group, its last-delivered ID and its pending entries come back from the
-// AOF. (A crash of the machine could lose up to about a second of
-// acknowledged writes; a SIGKILL of the server only what a slow fsync had
-// held back. Neither is done here.)
-type redisServer struct {
-	bin, dir string
-	port     int
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
-}
-
-// startRedisServer starts a private server, killed and removed at cleanup.
-// It returns an error (the caller decides) when that is not possible here.
-func startRedisServer(t testing.TB) (*redisServer, error) {
-	t.Helper()
-	bin := os.Getenv(envRedisServer)
-	if bin == "" {
-		p, err := exec.LookPath("redis-server")
-		if err != nil {
-			return nil, fmt.Errorf("no redis-server (set %s): %w", envRedisServer, err)
-		}
-		bin = p
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "outbox-faults-redis-")
-	if err != nil {
-		return nil, err
-	}
-	s := &redisServer{bin: bin, dir: dir, port: port}
-	t.Cleanup(func() {
-		s.kill()
-		_ = os.RemoveAll(dir)
-	})
-	if err := s.start(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
-
-// start runs redis-server and waits until it answers PING (after loading
-// its AOF).
-func (s *redisServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		return errors.New("redis-server is running already")
-	}
-	logf, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--daemonize", "no", "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-		"--proto-max-bulk-len", strconv.Itoa(redisProtoMaxBulkLen), "--logfile", "")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	err = cmd.Start()
-	_ = logf.Close() // the child has its own descriptor
-	if err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
-
-	c := goredis.NewClient(&goredis.Options{Addr: s.addr(), DialTimeout: time.Second, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			s.cmd = nil
-			return fmt.Errorf("redis-server on port %d exited: %v; its log:\n%s", s.port, cmd.ProcessState, s.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on port %d does not answer PING after 60s (%v); its log:\n%s", s.port, err, s.logTail())
-		}
-		time.Sleep(50 * time.Millisecond) // polling the server's readiness, with a deadline
-	}
-}
-
-// stop shuts the server down cleanly (SIGTERM: the AOF is written and
-// fsynced) and waits for it to exit, so that start can take the port again.
-func (s *redisServer) stop() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return errors.New("redis-server is not running")
-	}
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("redis-server on port %d did not exit within 30s of SIGTERM (killed); its log:\n%s", s.port, s.logTail())
-	}
-	if st := cmd.ProcessState; st != nil && !st.Success() {
-		return fmt.Errorf("redis-server on port %d: shutdown %v; its log:\n%s", s.port, st, s.logTail())
-	}
-	return nil
-}
-
-// kill SIGKILLs the server, if running, and waits for it (cleanup).
-func (s *redisServer) kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		s.cmd = nil
-	}
-}
-
-// logTail is the end of the server's log, for an error.
-func (s *redisServer) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 4<<10 {
-		b = b[len(b)-4<<10:]
-	}
-	return string(b)
-}
