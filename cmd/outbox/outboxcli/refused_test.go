@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/natstest"
+	"github.com/outboxgo/outbox/internal/redistest"
 	"github.com/outboxgo/outbox/internal/testenv"
 )
 
@@ -81,7 +77,7 @@ func TestRelayRefusedRedis(t *testing.T) {
 		refusedAtStart(t, e, "redis://127.0.0.1:6379/99")
 	})
 	t.Run("wrong password", func(t *testing.T) {
-		addr := privateRedis(t, "right-pw")
+		addr := redistest.Start(t, redistest.Options{RequirePass: "right-pw"}).Addr()
 		refusedAtStart(t, e, "redis://:s3cret@"+addr+"/0", ":xxxxx@")
 	})
 }
@@ -152,59 +148,4 @@ func TestRelayStartupLineRedacted(t *testing.T) {
 	if s := stderr.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, `"broker":"nats://xxxxx@`+host+`?token=xxxxx"`) {
 		t.Fatalf("startup line leaks or omits the broker:\n%s", s)
 	}
-}
-
-// privateRedis starts a redis-server of the test's own with --requirepass
-// on a free port and returns its address; it is killed at cleanup.
-func privateRedis(t *testing.T, password string) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		testenv.Unreachable(t, "redis-server on $PATH (for a private server with --requirepass)", err)
-	}
-	for range 5 { // a free port may be taken before the server binds it
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		dir := t.TempDir()
-		logf, err := os.Create(filepath.Join(dir, "redis.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--daemonize", "no",
-			"--save", "", "--appendonly", "no", "--requirepass", password, "--logfile", "")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		err = cmd.Start()
-		_ = logf.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, DialTimeout: time.Second, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err = c.Ping(ctx).Err()
-			cancel()
-			if err == nil {
-				_ = c.Close()
-				return addr
-			}
-			select {
-			case <-exited:
-			default:
-				time.Sleep(20 * time.Millisecond) // polling the server's start; it answers or exits
-				continue
-			}
-			break
-		}
-		_ = c.Close()
-	}
-	t.Fatal("no private redis-server would start")
-	return ""
 }
