@@ -104,10 +104,3 @@ func (b *breaker) abandon() {
 		b.notify()
 	}
 }
-
-// open reports whether the breaker is open.
-func (b *breaker) open() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.failures > 0
-}
