@@ -22,10 +22,13 @@ type Store interface {
 	Stats(ctx context.Context, p StatsParams) ([]TopicStats, error)
 	// Blocked lists the keys held back by a failing head: each key whose
 	// oldest pending record has failed at least once, with that record,
-	// oldest head first. In ordered mode such a key publishes nothing
-	// else until its head succeeds or is dead-lettered.
+	// oldest head first (by CreatedAt). In ordered mode such a key
+	// publishes nothing else until its head succeeds or is dead-lettered.
+	// A key is one key across every topic, as the claim orders it;
+	// unkeyed records are never blocked. Its cost grows with the number of
+	// pending keys, never with published history.
 	Blocked(ctx context.Context, p BlockedParams) ([]BlockedKey, error)
-	// Dead lists dead records, oldest first.
+	// Dead lists dead records, oldest first (by CreatedAt), filtered by p.
 	Dead(ctx context.Context, p DeadParams) ([]Record, error)
 	// Replay makes dead records pending again with zero attempts, due at
 	// p.Now. It returns how many it revived.
@@ -34,8 +37,8 @@ type Store interface {
 	// go on past a head that keeps failing. Their last error keeps the
 	// broker's last refusal, with p.Reason beside it ("<reason>; last
 	// error: <error>"), or is p.Reason alone for a record that never
-	// failed. Records not pending are left alone. It returns how many it
-	// made dead.
+	// failed; an empty p.Reason leaves the last error as it was. Records
+	// not pending are left alone. It returns how many it made dead.
 	DeadLetter(ctx context.Context, p DeadLetterParams) (int64, error)
 	// Purge deletes up to p.Limit published records older than p.Before.
 	// Concurrent purges do not block each other.
@@ -159,8 +162,9 @@ type BlockedParams struct {
 
 // BlockedKey is a key held back by its failing head.
 type BlockedKey struct {
-	// Head is the key's oldest pending record: its ID, Topic, Key,
-	// Attempts and LastError.
+	// Head is the key's oldest pending record: its ID, Topic, Key, Type,
+	// Headers, CreatedAt, Attempts and LastError. Its Payload is not
+	// read: Blocked is a status query.
 	Head Record
 	// NextAttempt is when the head is due again.
 	NextAttempt time.Time

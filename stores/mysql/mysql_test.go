@@ -11,6 +11,7 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
@@ -178,8 +179,12 @@ func TestSchemaMissing(t *testing.T) {
 	check("Claim", err)
 	_, err = s.Stats(ctx, stores.StatsParams{Now: time.Now()})
 	check("Stats", err)
+	_, err = s.Blocked(ctx, stores.BlockedParams{})
+	check("Blocked", err)
 	_, err = s.Dead(ctx, stores.DeadParams{})
 	check("Dead", err)
+	_, err = s.Dead(ctx, stores.DeadParams{IDs: []uuid.UUID{outbox.NewID()}})
+	check("Dead by ids", err)
 	_, err = s.Replay(ctx, stores.ReplayParams{Now: time.Now()})
 	check("Replay", err)
 	_, err = s.Purge(ctx, stores.PurgeParams{Before: time.Now()})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -64,34 +63,6 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	return nil
 }
 
-// Stats implements stores.Store. Topics are told apart byte for byte:
-// grouping by the length as well undoes the collation's PAD SPACE, which
-// would take "a" and "a " for one topic.
-func (s *Store) Stats(ctx context.Context, _ stores.StatsParams) ([]stores.TopicStats, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT topic,
-		COUNT(CASE WHEN status = `+statusPending+` THEN 1 END),
-		CAST(MIN(CASE WHEN status = `+statusPending+` THEN created_at END) AS CHAR),
-		COUNT(CASE WHEN status = `+statusDead+` THEN 1 END),
-		COUNT(CASE WHEN status = `+statusPublished+` THEN 1 END)
-		FROM `+s.table+` GROUP BY topic, LENGTH(topic) ORDER BY topic, LENGTH(topic)`)
-	if err != nil {
-		return nil, wrap("stats", err)
-	}
-	defer rows.Close()
-	var out []stores.TopicStats
-	for rows.Next() {
-		var ts stores.TopicStats
-		if err := rows.Scan(&ts.Topic, &ts.Pending, utcTime{&ts.OldestPending}, &ts.Dead, &ts.Published); err != nil {
-			return nil, wrap("stats", err)
-		}
-		out = append(out, ts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("stats", err)
-	}
-	return out, nil
-}
-
 // recordCols are the columns of a stores.Record, times as text (see dbTime).
 const recordCols = "id, topic, `key`, type, payload, headers, CAST(created_at AS CHAR), CAST(available_at AS CHAR), " +
 	"attempts, COALESCE(last_error, '')"
@@ -132,92 +103,6 @@ func queryRecords(ctx context.Context, q queryer, query string, args ...any) ([]
 		out = append(out, rec)
 	}
 	return out, rows.Err()
-}
-
-// topicFilter matches t.topic exactly: the collation (utf8mb4_bin) ignores
-// trailing spaces, comparing the byte lengths too does not.
-const topicFilter = ` AND t.topic = ? AND LENGTH(t.topic) = ?`
-
-// Dead implements stores.Store.
-func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
-	if p.Limit <= 0 {
-		p.Limit = 100
-	}
-	q := `SELECT ` + recordCols + ` FROM ` + s.table + ` AS t WHERE status = ` + statusDead
-	var args []any
-	if p.Topic != "" {
-		q += topicFilter
-		args = append(args, p.Topic, len(p.Topic))
-	}
-	q += ` ORDER BY created_at, seq LIMIT ?`
-	out, err := queryRecords(ctx, s.db, q, append(args, p.Limit)...)
-	if err != nil {
-		return nil, wrap("dead", err)
-	}
-	return out, nil
-}
-
-// Replay implements stores.Store. It runs READ COMMITTED, like every
-// locking statement of the store: under REPEATABLE READ its scan of the dead
-// rows would lock the gaps between them, where a relay's Complete inserts
-// the rows it declares dead, and the two would deadlock. Named rows are
-// looked up by id (see idsJSON), the others read from the dead range of
-// the pending index.
-func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (n int64, err error) {
-	set := ` SET t.status = ` + statusPending + `, t.attempts = 0, t.available_at = ? WHERE t.status = ` + statusDead
-	args := []any{dbTime(p.Now)}
-	if p.Topic != "" {
-		set += topicFilter
-		args = append(args, p.Topic, len(p.Topic))
-	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		exec := func(q string, args ...any) error {
-			res, err := tx.ExecContext(ctx, q, args...)
-			if err != nil {
-				return err
-			}
-			k, err := res.RowsAffected()
-			n += k
-			return err
-		}
-		if len(p.IDs) == 0 {
-			return exec(`UPDATE `+s.table+` AS t FORCE INDEX (pending)`+set, args...)
-		}
-		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-			return exec(`UPDATE `+s.idRows+set, append([]any{idsJSON(p.IDs[lo:hi])}, args...)...)
-		})
-	})
-	if err != nil {
-		return 0, wrap("replay", err)
-	}
-	return n, nil
-}
-
-// DeadLetter implements stores.Store: one statement (per 10,000 ids) in a
-// READ COMMITTED transaction, the rows looked up by id (see idsJSON). A
-// record a relay holds right now is waited for (the claim ends within
-// ClaimTimeout), then changed if still pending.
-func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (n int64, err error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	reason := errText(p.Reason)
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-			res, err := tx.ExecContext(ctx, `UPDATE `+s.idRows+` SET t.status = `+statusDead+
-				`, t.last_error = ? WHERE t.status = `+statusPending, idsJSON(p.IDs[lo:hi]), reason)
-			if err != nil {
-				return err
-			}
-			k, err := res.RowsAffected()
-			n += k
-			return err
-		})
-	})
-	if err != nil {
-		return 0, wrap("dead-letter", err)
-	}
-	return n, nil
 }
 
 // inTx runs f in a READ COMMITTED transaction and commits it, or rolls it
@@ -277,9 +162,4 @@ func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (n int64, err e
 		return 0, wrap("purge", err)
 	}
 	return n, nil
-}
-
-// Blocked implements stores.Store. SCAFFOLD: replaced by the stats work.
-func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.BlockedKey, error) {
-	return nil, errors.New("SCAFFOLD: Blocked not implemented")
 }

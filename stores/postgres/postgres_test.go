@@ -170,6 +170,12 @@ func TestSchemaMissing(t *testing.T) {
 	if _, err := s.Claim(ctx, stores.ClaimParams{Limit: 1, Now: time.Now()}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("Claim: %v, want ErrSchemaMissing", err)
 	}
+	if _, err := s.Stats(ctx, stores.StatsParams{Now: time.Now()}); !errors.Is(err, outbox.ErrSchemaMissing) {
+		t.Errorf("Stats: %v, want ErrSchemaMissing", err)
+	}
+	if _, err := s.Blocked(ctx, stores.BlockedParams{}); !errors.Is(err, outbox.ErrSchemaMissing) {
+		t.Errorf("Blocked: %v, want ErrSchemaMissing", err)
+	}
 	d, _ := postgres.NewPgxDriver(cfg)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "x"})

@@ -309,7 +309,7 @@ func testDeadLetterByHand(t *testing.T, h Harness) {
 		t.Fatalf("after dead-lettering k1's head: claimed %v, want k1's next", ids(b.Records()))
 	}
 	dead, err := h.Store.Dead(ctxT(t), stores.DeadParams{})
-	if err != nil || len(dead) != 1 || dead[0].ID != a[0].ID || dead[0].LastError != "by hand" {
+	if err != nil || len(dead) != 1 || dead[0].ID != a[0].ID || dead[0].LastError != "by hand; last error: nope" {
 		t.Fatalf("dead list: %+v (err %v)", dead, err)
 	}
 	complete(t, b, stores.Outcome{Now: now, Published: ids(b.Records())})

@@ -60,6 +60,13 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"OrderedCommitOrderRace", testOrderedCommitOrderRace},
 		{"Unordered", testUnordered},
 		{"DeadLetterByHand", testDeadLetterByHand},
+		{"StatsDueScheduledRetrying", testStatsDueScheduledRetrying},
+		{"Blocked", testBlocked},
+		{"DeadLetterKeepsLastError", testDeadLetterKeepsLastError},
+		{"DeadByIDs", testDeadByIDs},
+		{"HostileRoundTrip", testHostileRoundTrip},
+		{"HostileBlocked", testHostileBlocked},
+		{"EnqueueRefusesNUL", testEnqueueRefusesNUL},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
