@@ -42,7 +42,7 @@ func headsSQL(table string, bounded bool) string {
 		upper = " AND `key` <= ?"
 	}
 	return "SELECT `key`, MIN(seq) FROM " + table + " FORCE INDEX (pending_keys)" +
-		" WHERE status = " + statusPending + " AND `key` > ?" + upper +
+		" WHERE status = " + statusPending + " AND `key` <> '' AND (? = '' OR `key` > ?)" + upper +
 		" GROUP BY status, `key` ORDER BY status, `key` LIMIT ?"
 }
 
@@ -191,7 +191,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, limit 
 
 // heads runs headsSQL.
 func (s *Store) heads(ctx context.Context, tx *sql.Tx, bounded bool, after, upTo string, n int) (keys []string, seqs []uint64, err error) {
-	args := []any{after}
+	args := []any{after, after}
 	q := s.headsSQL
 	if bounded {
 		args, q = append(args, upTo), s.headsBoundedSQL
