@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -23,11 +24,12 @@ import (
 // and no SKIP LOCKED, and a transaction held open while the relay publishes
 // would stall every enqueuer for a broker round trip.
 //
-// A short write transaction (BEGIN IMMEDIATE, so it waits for the write
-// lock under busy_timeout and no other claim can pick the same rows in
-// between) takes up to p.Limit claimable rows (pending, due, and whose
-// lease is free or has lapsed) with UPDATE … RETURNING, and stamps them
-// with a fresh random token and locked_until = p.Now + ClaimTimeout.
+// A short write transaction (BEGIN IMMEDIATE, so no other claim can pick
+// the same rows in between; it waits for the write lock as lock.go says,
+// until ctx ends or for at most half of ClaimTimeout) takes up to p.Limit
+// claimable rows (pending, due, and whose lease is free or has lapsed)
+// with UPDATE … RETURNING, and stamps them with a fresh random token and
+// locked_until = p.Now + ClaimTimeout.
 // Nothing stays open afterwards. Complete and Abort touch only rows that
 // still carry the batch's token, so a relay whose lease lapsed and whose
 // rows were claimed again cannot mark another relay's claim. Rows of a
@@ -47,35 +49,50 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("sqlite: claim: limit is %d, must be positive", p.Limit)
 	}
+	start := time.Now() // the lease began at p.Now, before this
 	now := p.Now.UnixMicro()
 	until := now + s.cfg.ClaimTimeout.Microseconds()
-	var one int
-	var err error
-	if p.Unordered {
-		err = s.db.QueryRowContext(ctx, s.q.due, now).Scan(&one)
-	} else {
-		err = s.db.QueryRowContext(ctx, s.q.dueOrdered, nil, nil, now, 1, "").Scan(&one)
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return &batch{s: s, done: true}, nil
-	}
-	if err != nil {
-		return nil, wrap("claim", err)
-	}
 	token, err := newToken()
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
+	// Is anything claimable? One read, which never waits for the writer:
+	// before queueing for the write lock, and again after, if the queue
+	// took a while (another worker's claim may have taken everything).
+	dueQ, dueArgs := s.q.due, []any{now}
+	if !p.Unordered {
+		dueQ, dueArgs = s.q.dueOrdered, []any{nil, nil, now, 1, ""}
+	}
+	nothingDue := func(ctx context.Context, tx *wtx) (bool, error) {
+		var one int
+		err := tx.queryRow(ctx, dueQ, dueArgs...).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return true, nil
+		}
+		return false, err
+	}
 	var recs []scanned
-	if p.Unordered {
-		// One statement, its own write transaction: a write statement
-		// outside a transaction takes the write lock before it reads.
-		recs, err = s.stamp(ctx, s.db, s.q.claim, token, until, now, p.Limit)
-	} else {
-		err = immediate(ctx, s.db, func(ctx context.Context, conn *sql.Conn) error {
-			recs, err = s.claimOrdered(ctx, conn, token, until, now, p.Limit)
-			return err
-		})
+	// The wait for the write lock ends with ctx, or after half a lease: the
+	// lease runs from p.Now, and the batch must keep enough of it to be
+	// published and completed.
+	w := wait{until: start.Add(s.cfg.ClaimTimeout / 2), gate: s.gate, skip: nothingDue,
+		prepare: []string{s.q.claim}}
+	if !p.Unordered {
+		w.prepare = []string{s.q.claimKeys, s.q.claimUnkeyed}
+		if s.cursor.get() != "" {
+			w.prepare = append(w.prepare, s.q.claimKeysBounded)
+		}
+	}
+	err = immediate(ctx, s.db, w, func(ctx context.Context, tx *wtx) error {
+		if p.Unordered {
+			recs, err = s.stamp(ctx, tx, s.q.claim, token, until, now, p.Limit)
+		} else {
+			recs, err = s.claimOrdered(ctx, tx, token, until, now, p.Limit)
+		}
+		return err
+	})
+	if errors.Is(err, errSkipped) {
+		return &batch{s: s, done: true}, nil
 	}
 	if err != nil {
 		// Nothing was stamped (the transaction rolled back), or rows were
@@ -87,7 +104,8 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	slices.SortFunc(recs, func(a, b scanned) int {
 		return cmp.Or(cmp.Compare(a.available, b.available), cmp.Compare(a.seq, b.seq))
 	})
-	b := &batch{s: s, token: token, recs: make([]stores.Record, len(recs)), done: len(recs) == 0}
+	b := &batch{s: s, token: token, until: until, claimed: start,
+		recs: make([]stores.Record, len(recs)), done: len(recs) == 0}
 	for i, r := range recs {
 		b.recs[i] = r.rec
 	}
@@ -97,14 +115,14 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 // claimOrdered runs in the claim's write transaction: keys from the cursor
 // to the last, then from the first up to the cursor, then unkeyed rows,
 // each step only while the batch is not full.
-func (s *Store) claimOrdered(ctx context.Context, conn *sql.Conn, token, until, now int64, limit int) ([]scanned, error) {
+func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit int) ([]scanned, error) {
 	cursor := s.cursor.get()
-	recs, err := s.stamp(ctx, conn, s.q.claimKeys, token, until, now, limit, cursor)
+	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, limit, cursor)
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) < limit && cursor != "" {
-		more, err := s.stamp(ctx, conn, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor)
+		more, err := s.stamp(ctx, tx, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +132,7 @@ func (s *Store) claimOrdered(ctx context.Context, conn *sql.Conn, token, until, 
 	// costs the keys it passed one turn, nothing more.
 	s.cursor.advance(cursor, recs, len(recs) == limit)
 	if left := limit - len(recs); left > 0 {
-		more, err := s.stamp(ctx, conn, s.q.claimUnkeyed, token, until, now, left)
+		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, left)
 		if err != nil {
 			return nil, err
 		}
@@ -123,15 +141,10 @@ func (s *Store) claimOrdered(ctx context.Context, conn *sql.Conn, token, until, 
 	return recs, nil
 }
 
-// execer is *sql.DB or *sql.Conn.
-type execer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // stamp runs a claim statement (UPDATE … RETURNING recordCols) with args
 // token, until, now, limit and then more.
-func (s *Store) stamp(ctx context.Context, q execer, query string, token, until, now int64, limit int, more ...any) ([]scanned, error) {
-	rows, err := q.QueryContext(ctx, query, append([]any{token, until, now, limit}, more...)...)
+func (s *Store) stamp(ctx context.Context, tx *wtx, query string, token, until, now int64, limit int, more ...any) ([]scanned, error) {
+	rows, err := tx.query(ctx, query, append([]any{token, until, now, limit}, more...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,10 +200,27 @@ func newToken() (int64, error) {
 }
 
 type batch struct {
-	s     *Store
-	token int64
-	recs  []stores.Record
-	done  bool
+	s       *Store
+	token   int64
+	until   int64     // the lease's end, unix µs by the claiming clock
+	claimed time.Time // when Claim was called, on this process's monotonic clock
+	recs    []stores.Record
+	done    bool
+}
+
+// leaseEnd is when the batch's lease ends on this process's monotonic clock:
+// ClaimTimeout after the claim, or sooner if the relay's clock (now, when
+// known) says less of it is left. Another relay may claim the records from
+// then on.
+func (b *batch) leaseEnd(now time.Time) time.Time {
+	end := b.claimed.Add(b.s.cfg.ClaimTimeout)
+	if !now.IsZero() {
+		left := time.Duration(b.until-now.UnixMicro()) * time.Microsecond
+		if e := time.Now().Add(left); e.Before(end) {
+			end = e
+		}
+	}
+	return end
 }
 
 func (b *batch) Records() []stores.Record { return b.recs }
@@ -201,6 +231,11 @@ func (b *batch) Records() []stores.Record { return b.recs }
 // and went to another relay is left to that relay (this relay's publish of
 // it was a duplicate, which the consumer's inbox drops). The same check makes
 // a repeated Complete, or an Abort after a failed one, harmless.
+//
+// Complete waits for the write lock as long as the batch's lease lasts (or
+// until ctx ends, if sooner): a busy database delays the outcome instead of
+// having the batch published again. When the lease ends first, Complete
+// fails, saying so, and applies nothing.
 func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	if b.done {
 		if len(o.Published)+len(o.Retry)+len(o.Dead) == 0 {
@@ -225,13 +260,28 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 		}
 	}
 	q := &b.s.q
-	err := immediate(ctx, b.s.db, func(ctx context.Context, conn *sql.Conn) error {
+	// Wait for the write lock as long as the lease lasts: giving up sooner
+	// would have the batch published again though no relay died.
+	w := wait{until: b.leaseEnd(o.Now), gate: b.s.gate}
+	published := q.markPublished
+	if o.DeletePublished {
+		published = q.deletePublished
+	}
+	for _, st := range []struct {
+		n int
+		q string
+	}{{len(o.Published), published}, {len(o.Retry), q.retry}, {len(o.Dead), q.dead}, {len(rest), q.release}} {
+		if st.n > 0 {
+			w.prepare = append(w.prepare, st.q)
+		}
+	}
+	err := immediate(ctx, b.s.db, w, func(ctx context.Context, tx *wtx) error {
 		if len(o.Published) > 0 {
 			var err error
 			if o.DeletePublished {
-				_, err = conn.ExecContext(ctx, q.deletePublished, idsJSON(o.Published), b.token)
+				_, err = tx.exec(ctx, q.deletePublished, idsJSON(o.Published), b.token)
 			} else {
-				_, err = conn.ExecContext(ctx, q.markPublished, idsJSON(o.Published), b.token, o.Now.UnixMicro())
+				_, err = tx.exec(ctx, q.markPublished, idsJSON(o.Published), b.token, o.Now.UnixMicro())
 			}
 			if err != nil {
 				return err
@@ -242,7 +292,7 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 			if err != nil {
 				return err
 			}
-			if _, err := conn.ExecContext(ctx, q.retry, fs, b.token); err != nil {
+			if _, err := tx.exec(ctx, q.retry, fs, b.token); err != nil {
 				return err
 			}
 		}
@@ -251,17 +301,22 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 			if err != nil {
 				return err
 			}
-			if _, err := conn.ExecContext(ctx, q.dead, fs, b.token); err != nil {
+			if _, err := tx.exec(ctx, q.dead, fs, b.token); err != nil {
 				return err
 			}
 		}
 		if len(rest) > 0 {
-			if _, err := conn.ExecContext(ctx, q.release, idsJSON(rest), b.token); err != nil {
+			if _, err := tx.exec(ctx, q.release, idsJSON(rest), b.token); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if errors.Is(err, errLockTimeout) {
+		// Rare: other writers held the lock for the whole lease.
+		err = fmt.Errorf("the lease ended before the outcome could be written, "+
+			"so another relay may claim and publish these events again: %w", err)
+	}
 	if err != nil {
 		// Nothing was applied. The batch stays open: Complete may be
 		// tried again and Abort releases it.
@@ -273,18 +328,41 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 
 // Abort implements stores.Batch: it clears the batch's lease, so the records
 // are claimable at once rather than when the lease lapses. It runs even when
-// ctx is done, so that `defer b.Abort(ctx)` releases on shutdown too.
+// ctx is done, so that `defer b.Abort(ctx)` releases on shutdown too, and
+// waits for the write lock for at most maxAbortWait (5s): failing, the
+// records go back when the lease lapses. Once the lease has ended there is
+// nothing to release, and Abort writes nothing.
 func (b *batch) Abort(ctx context.Context) error {
 	if b.done {
 		return nil
 	}
-	_, err := b.s.db.ExecContext(context.WithoutCancel(ctx), b.s.q.release, idsJSON(ids(b.recs)), b.token)
+	end := b.leaseEnd(time.Time{})
+	if !time.Now().Before(end) {
+		b.done = true
+		return nil
+	}
+	// Not for long, though: the lease ends by itself.
+	end = minTime(end, time.Now().Add(maxAbortWait))
+	err := immediate(context.WithoutCancel(ctx), b.s.db, wait{until: end, gate: b.s.gate}, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.exec(ctx, b.s.q.release, idsJSON(ids(b.recs)), b.token)
+		return err
+	})
 	if err != nil {
 		// The records go back when the lease lapses.
 		return wrap("abort", err)
 	}
 	b.done = true
 	return nil
+}
+
+// maxAbortWait bounds Abort's wait for the write lock.
+const maxAbortWait = 5 * time.Second
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func ids(recs []stores.Record) []uuid.UUID {

@@ -27,7 +27,9 @@
 //     a property of the file, so every process sharing it gets it.
 //   - busy_timeout=5000 (milliseconds, or more). SQLite has one writer at a
 //     time; without a busy timeout a writer that finds the lock taken fails
-//     at once with SQLITE_BUSY instead of waiting its turn.
+//     at once with SQLITE_BUSY instead of waiting its turn. On a handle
+//     from Open it bounds how long BeginTx waits for the write lock (see
+//     Writers).
 //   - _txlock=immediate (a driver setting, modernc and mattn): BeginTx
 //     issues BEGIN IMMEDIATE, taking the write lock at BEGIN. A deferred
 //     transaction that reads and then writes fails with SQLITE_BUSY at its
@@ -41,19 +43,66 @@
 //   - foreign_keys=ON is for your own tables; the outbox table has no
 //     foreign keys.
 //
+// WAL checkpoints are SQLite's default: a passive checkpoint by the commit
+// that takes the WAL past 1000 pages (wal_autocheckpoint). A passive
+// checkpoint never waits for readers nor blocks writers, and relays read
+// in short statements, so checkpoints keep up and the WAL stays at a few
+// megabytes under a steady load.
+//
+// # Writers
+//
+// SQLite has one write lock and no queue for it: a connection that finds it
+// taken sleeps in its busy handler (1, 2, 5 … then 100 ms between tries)
+// while the writer that just committed begins again at once. Under steady
+// load, a waiter may then wait for seconds and fail with SQLITE_BUSY once
+// the busy timeout runs out, though every transaction is short; and so may
+// a relay's claim or completion.
+//
+// Open your application's handle with Open, and begin write transactions
+// with BeginTx (as outbox.Enqueue's callers do). Open's connections take
+// their turn fairly: the write transactions of one process on a database
+// file queue in the order they arrive, on every handle Open returned for
+// that path, and the one at the head of the queue tries for the lock about
+// once a millisecond (at once when a transaction of its process ends),
+// leaving the queue as soon as it holds the lock. A writer then waits for
+// the transactions before it, not for luck; BeginTx fails only when it has
+// not got the lock within the busy timeout (or its context ended), which
+// under load means a transaction held the lock that long. The store's own
+// write transactions wait the same way, on whatever handle they are given,
+// so relays in other processes get their share of the lock too.
+//
+// A COMMIT holds the lock through its fsync of the WAL (synchronous=FULL):
+// a disk that stalls an fsync stalls every writer behind it, and on a
+// machine whose disk is saturated by others a stall of tens of seconds has
+// been seen. No queueing helps then; a longer busy timeout only waits
+// longer.
+//
+// A handle opened otherwise (sql.Open with DSN's settings, or another
+// driver) works, with SQLite's busy handler for its writers: set
+// busy_timeout generously (30000), keep write transactions short, and
+// expect an occasional SQLITE_BUSY under sustained write load. Read-only
+// transactions (sql.TxOptions{ReadOnly: true}) and statements outside a
+// transaction do not queue on either kind of handle.
+//
 // # Claims
 //
 // SQLite has one writer and no SKIP LOCKED, and a write transaction held
 // open while a relay publishes would stall every enqueuer for a broker round
 // trip. So a claim is a lease: one short write transaction stamps up to
 // Limit due rows with a random token and locked_until = Now +
-// ClaimTimeout, and returns them (see Ordering for which rows). Complete applies the outcome in one short transaction to
-// the rows that still hold the token and clears it; Abort clears it. A
-// relay that dies leaves its rows leased until ClaimTimeout passes; then
-// the next claim takes them. ClaimTimeout must therefore exceed the relay's
-// publish timeout, and relays sharing a database should have roughly the
-// same clock, since leases are stamped and compared with the claiming
-// relay's ClaimParams.Now.
+// ClaimTimeout, and returns them (see Ordering for which rows). Complete
+// applies the outcome in one short transaction to the rows that still hold
+// the token and clears it; Abort clears it. A relay that dies leaves its
+// rows leased until ClaimTimeout passes; then the next claim takes them.
+//
+// A claim waits for the write lock until its context ends, for at most
+// half of ClaimTimeout (its lease runs from ClaimParams.Now); a claim that
+// finds nothing due costs one read and never takes the lock. Complete waits
+// for the lock as long as the batch's lease lasts: a busy database delays
+// the outcome, it does not give the batch back to be published again. Only
+// when the lock stayed taken until the lease ended does Complete fail (the
+// relay logs it as a store error), and another relay may then publish the
+// batch again.
 //
 // This works the same for relays in one process and for relays in several
 // processes sharing one database file (on a local file system: SQLite's

@@ -25,7 +25,7 @@ import (
 // The multi-process tests re-execute the test binary as a relay process:
 // TestMain runs child instead of the tests when envChild is set.
 const (
-	envChild = "OUTBOX_SQLITE_TEST_CHILD" // "relay" or "hold"
+	envChild = "OUTBOX_SQLITE_TEST_CHILD" // "relay", "hold" or "soak"
 	envDB    = "OUTBOX_SQLITE_TEST_DB"
 	envNow   = "OUTBOX_SQLITE_TEST_NOW" // claim clock, unix µs; empty: the wall clock
 )
@@ -74,6 +74,9 @@ func child(mode string) error {
 	if _, err := in.ReadString('\n'); err != nil {
 		return err
 	}
+	if mode == "soak" {
+		return soakChild(s, in, &lockedWriter{w: os.Stdout})
+	}
 	var last atomic.Bool
 	if mode == "relay" {
 		go func() {
@@ -86,7 +89,11 @@ func child(mode string) error {
 		final := last.Load() // before the claim: an empty claim after it means drained
 		b, err := s.Claim(ctx, stores.ClaimParams{Limit: 10, Now: clock()})
 		if err != nil {
-			return err
+			// A store error is retryable, as the relay treats it: a
+			// busy database must not end a relay.
+			fmt.Fprintln(os.Stderr, "child: claim (retrying):", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		recs := b.Records()
 		for _, r := range recs {
@@ -113,7 +120,10 @@ func child(mode string) error {
 			pub[i] = r.ID
 		}
 		if err := b.Complete(ctx, stores.Outcome{Now: clock(), Published: pub}); err != nil {
-			return err
+			// As the relay does: give the batch back, go on. Its records
+			// are claimed again, which the parent reports.
+			fmt.Fprintln(os.Stderr, "child: complete:", err)
+			_ = b.Abort(ctx)
 		}
 	}
 }
@@ -317,7 +327,12 @@ func TestConcurrentHandles(t *testing.T) {
 		errs     = make(chan error, relays+writers)
 		claimed  atomic.Int64
 		expected = int64(writers * perWriter * perTx)
+		progress atomic.Int64 // unix ns of the last commit or non-empty claim
 	)
+	progress.Store(time.Now().UnixNano())
+	// stalled reports whether nothing moved for a long time: the test's
+	// deadline is on progress, not on how long the whole takes.
+	stalled := func() bool { return time.Since(time.Unix(0, progress.Load())) > time.Minute }
 	for range writers {
 		db := open(t, b.path)
 		wwg.Add(1)
@@ -349,6 +364,7 @@ func TestConcurrentHandles(t *testing.T) {
 					errs <- err
 					return
 				}
+				progress.Store(time.Now().UnixNano())
 			}
 		}()
 	}
@@ -365,17 +381,28 @@ func TestConcurrentHandles(t *testing.T) {
 				done := written.Load() // read before the claim: an empty claim after it means drained
 				bt, err := s.Claim(ctx, stores.ClaimParams{Limit: 20, Now: time.Now()})
 				if err != nil {
-					errs <- err
-					return
+					// Retryable, as the relay treats a store error.
+					if stalled() {
+						errs <- fmt.Errorf("no progress for a minute; last claim error: %w", err)
+						return
+					}
+					t.Logf("claim (retrying): %v", err)
+					time.Sleep(10 * time.Millisecond)
+					continue
 				}
 				recs := bt.Records()
 				if len(recs) == 0 {
 					if done || claimed.Load() >= expected {
 						return
 					}
+					if stalled() {
+						errs <- fmt.Errorf("no progress for a minute: %d of %d claimed", claimed.Load(), expected)
+						return
+					}
 					time.Sleep(time.Millisecond) // poll, as a relay does
 					continue
 				}
+				progress.Store(time.Now().UnixNano())
 				claimed.Add(int64(len(recs)))
 				mu.Lock()
 				pub := make([]uuid.UUID, len(recs))

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	_ "embed"
 	"fmt"
 	"text/template"
+	"time"
 )
 
 // schemaSQL is the schema as a template over a validated table name; the
@@ -48,41 +48,12 @@ func migrate(ctx context.Context, db *sql.DB, c Config) error {
 	if err != nil {
 		return err
 	}
-	err = immediate(ctx, db, func(ctx context.Context, conn *sql.Conn) error {
-		_, err := conn.ExecContext(ctx, ddl)
+	err = immediate(ctx, db, wait{until: time.Now().Add(maxLockWait)}, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.exec(ctx, ddl)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return nil
-}
-
-// immediate runs f inside BEGIN IMMEDIATE … COMMIT on one connection of db.
-// IMMEDIATE takes SQLite's write lock at BEGIN (waiting under the
-// connection's busy_timeout), so f never fails halfway for want of the lock,
-// whatever _txlock the caller's DSN sets. f must be short: every writer on
-// the database waits for it.
-func immediate(ctx context.Context, db *sql.DB, f func(ctx context.Context, conn *sql.Conn) error) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	if err = f(ctx, conn); err == nil {
-		// The work is done: commit it even if ctx ended meanwhile.
-		if _, err = conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err == nil {
-			return nil
-		}
-	}
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-		// SQLite may have rolled back by itself already; if not, the
-		// connection is still in a transaction. Either way, do not give
-		// it back to the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	return err
 }

@@ -130,6 +130,9 @@ func TestSchemaMissing(t *testing.T) {
 	if _, err := s.Stats(ctx, stores.StatsParams{Now: time.Now()}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("Stats: %v, want ErrSchemaMissing", err)
 	}
+	if _, err := s.Blocked(ctx, stores.BlockedParams{}); !errors.Is(err, outbox.ErrSchemaMissing) {
+		t.Errorf("Blocked: %v, want ErrSchemaMissing", err)
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

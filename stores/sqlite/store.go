@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +20,9 @@ type Store struct {
 	cfg    Config
 	q      queries
 	cursor keyCursor // see Claim
+	// gate queues the store's write transactions when db is not from
+	// Open (whose connections queue at their file's gate); see lock.go.
+	gate *gate
 }
 
 var (
@@ -36,7 +38,7 @@ func New(db *sql.DB, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, cfg: c, q: newQueries(c.table(), c.Table)}, nil
+	return &Store{db: db, cfg: c, q: newQueries(c.table(), c.Table), gate: newGate()}, nil
 }
 
 // Config returns the store's configuration with defaults applied.
@@ -68,7 +70,7 @@ type queries struct {
 	claimUnkeyed                                string
 	markPublished, deletePublished, retry, dead string
 	release                                     string
-	stats, deadList, replay, deadLetter, purge  string
+	purge                                       string
 	inserted                                    string
 }
 
@@ -172,19 +174,7 @@ func newQueries(t, name string) queries {
 		dead: `UPDATE ` + t + ` AS t SET status = 2, attempts = t.attempts + 1, last_error = f.err,
 			claim_token = NULL, locked_until = 0
 			FROM ` + failureSet + ` WHERE t.id = f.id AND t.claim_token = ?2`,
-		release: `UPDATE ` + t + ` SET claim_token = NULL, locked_until = 0 WHERE ` + inIDs + ` AND claim_token = ?2`,
-		stats: `SELECT topic,
-			count(*) FILTER (WHERE status = 0),
-			min(created_at) FILTER (WHERE status = 0),
-			count(*) FILTER (WHERE status = 2),
-			count(*) FILTER (WHERE status = 1)
-			FROM ` + t + ` GROUP BY topic ORDER BY topic`,
-		deadList: `SELECT ` + recordCols + ` FROM ` + t + `
-			WHERE status = 2 AND (?1 = '' OR topic = ?1) ORDER BY created_at, seq LIMIT ?2`,
-		replay: `UPDATE ` + t + ` SET status = 0, attempts = 0, available_at = ?2, claim_token = NULL, locked_until = 0
-			WHERE status = 2 AND (json_array_length(?1) = 0 OR ` + inIDs + `) AND (?3 = '' OR topic = ?3)`,
-		deadLetter: `UPDATE ` + t + ` SET status = 2, last_error = ?2, claim_token = NULL, locked_until = 0
-			WHERE status = 0 AND ` + inIDs,
+		release:  `UPDATE ` + t + ` SET claim_token = NULL, locked_until = 0 WHERE ` + inIDs + ` AND claim_token = ?2`,
 		inserted: `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?1), 0)`,
 		purge: `DELETE FROM ` + t + ` WHERE seq IN (
 			SELECT seq FROM ` + t + ` WHERE status = 1 AND published_at < ?1 ORDER BY published_at LIMIT ?2)`,
@@ -235,101 +225,22 @@ func scanRecords(rows *sql.Rows) ([]scanned, error) {
 // micros is the UTC time of a stored timestamp.
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// Stats implements stores.Store.
-func (s *Store) Stats(ctx context.Context, _ stores.StatsParams) ([]stores.TopicStats, error) {
-	rows, err := s.db.QueryContext(ctx, s.q.stats)
-	if err != nil {
-		return nil, wrap("stats", err)
-	}
-	defer rows.Close()
-	var out []stores.TopicStats
-	for rows.Next() {
-		var ts stores.TopicStats
-		var oldest sql.NullInt64
-		if err := rows.Scan(&ts.Topic, &ts.Pending, &oldest, &ts.Dead, &ts.Published); err != nil {
-			return nil, wrap("stats", err)
-		}
-		if oldest.Valid {
-			ts.OldestPending = micros(oldest.Int64)
-		}
-		out = append(out, ts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap("stats", err)
-	}
-	return out, nil
-}
-
-// Dead implements stores.Store.
-func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
-	if p.Limit <= 0 {
-		p.Limit = 100
-	}
-	rows, err := s.db.QueryContext(ctx, s.q.deadList, p.Topic, p.Limit)
-	if err != nil {
-		return nil, wrap("dead", err)
-	}
-	recs, err := scanRecords(rows)
-	if err != nil {
-		return nil, wrap("dead", err)
-	}
-	out := make([]stores.Record, len(recs))
-	for i, r := range recs {
-		out[i] = r.rec
-	}
-	return out, nil
-}
-
-// Replay implements stores.Store.
-func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.q.replay, idsJSON(p.IDs), p.Now.UnixMicro(), p.Topic)
-	if err != nil {
-		return 0, wrap("replay", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, wrap("replay", err)
-	}
-	return n, nil
-}
-
-// DeadLetter implements stores.Store, in one statement. A record a relay
-// holds right now is made dead all the same, and its lease cleared: the
-// relay's Complete then finds the record no longer carries its token and
-// leaves it dead.
-func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (int64, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	res, err := s.db.ExecContext(ctx, s.q.deadLetter, idsJSON(p.IDs), p.Reason)
-	if err != nil {
-		return 0, wrap("dead-letter", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, wrap("dead-letter", err)
-	}
-	return n, nil
-}
-
 // Purge implements stores.Store. SQLite has one writer: concurrent purges
 // take turns, each a short statement of at most p.Limit rows.
 func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
-	res, err := s.db.ExecContext(ctx, s.q.purge, p.Before.UnixMicro(), p.Limit)
-	if err != nil {
-		return 0, wrap("purge", err)
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.gate}, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.exec(ctx, s.q.purge, p.Before.UnixMicro(), p.Limit)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
 	if err != nil {
 		return 0, wrap("purge", err)
 	}
 	return n, nil
-}
-
-// Blocked implements stores.Store. SCAFFOLD: replaced by the stats work.
-func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.BlockedKey, error) {
-	return nil, errors.New("SCAFFOLD: Blocked not implemented")
 }
