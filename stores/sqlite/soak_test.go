@@ -311,11 +311,11 @@ func (countingPub) Close() error                          { return nil }
 
 // soakSink collects what the relay processes published.
 type soakSink struct {
-	mu     sync.Mutex
-	count  map[uuid.UUID]int
-	first  map[uuid.UUID]int64
-	n      int
-	gone   int
+	mu    sync.Mutex
+	count map[uuid.UUID]int
+	first map[uuid.UUID]int64
+	n     int
+	gone  int
 }
 
 func newSoakSink() *soakSink {
