@@ -164,7 +164,7 @@ func (s *memStore) Blocked(context.Context, stores.BlockedParams) ([]stores.Bloc
 	return nil, nil
 }
 func (s *memStore) Dead(context.Context, stores.DeadParams) ([]stores.Record, error) { return nil, nil }
-func (s *memStore) Replay(context.Context, stores.ReplayParams) (int64, error)      { return 0, nil }
+func (s *memStore) Replay(context.Context, stores.ReplayParams) (int64, error)       { return 0, nil }
 func (s *memStore) DeadLetter(context.Context, stores.DeadLetterParams) (int64, error) {
 	return 0, nil
 }
