@@ -106,7 +106,11 @@ func (r *Relay) Start(ctx context.Context) error {
 		wg.Wait()
 		close(r.done)
 	}()
-	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "listen", listen, "ordered", !r.cfg.Unordered)
+	wakeUps := "none: polling every " + r.cfg.PollInterval.String()
+	if listen {
+		wakeUps = l.WakeUps() + ", and polling every " + r.cfg.PollInterval.String()
+	}
+	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "ordered", !r.cfg.Unordered, "wake_ups", wakeUps)
 	return nil
 }
 

@@ -356,8 +356,8 @@ func TestStartLogsWhetherItListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop(t, r)
-	if l := logs.lines("relay started"); len(l) != 1 || !strings.Contains(l[0], "listen=false") {
-		t.Fatalf("start line %q, want listen=false for a store without Listen", l)
+	if l := logs.lines("relay started"); len(l) != 1 || !strings.Contains(l[0], `wake_ups="none: polling every 20ms"`) {
+		t.Fatalf("start line %q, want it to say the relay only polls, for a store without Listen", l)
 	}
 }
 

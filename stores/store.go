@@ -58,6 +58,10 @@ type Store interface {
 // relay polls as well.
 type Listener interface {
 	Listen(ctx context.Context, wake func()) error
+	// WakeUps says how Listen learns of new events, for the relay's
+	// start line: "LISTEN/NOTIFY on channel outbox_messages", "a read of
+	// the insert counter every 10ms".
+	WakeUps() string
 }
 
 // Batch is a claim. It must end with exactly one Complete or Abort; Abort

@@ -47,3 +47,6 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) error {
 		wake()
 	}
 }
+
+// WakeUps implements stores.Listener.
+func (s *Store) WakeUps() string { return "LISTEN/NOTIFY on channel " + s.nm.channel }

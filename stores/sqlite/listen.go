@@ -37,3 +37,8 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 		}
 	}
 }
+
+// WakeUps implements stores.Listener.
+func (s *Store) WakeUps() string {
+	return "a read of the table's insert counter every " + s.cfg.ListenInterval.String()
+}
