@@ -1,10 +1,8 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -208,40 +206,6 @@ func every(err error) func(context.Context, []outbox.Message) []error {
 		}
 		return errs
 	}
-}
-
-// logBuffer is a slog handler's output that tests can read while the
-// relay writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// lines returns the log lines that contain s.
-func (l *logBuffer) lines(s string) []string {
-	var out []string
-	for _, line := range bytes.Split([]byte(l.String()), []byte("\n")) {
-		if bytes.Contains(line, []byte(s)) {
-			out = append(out, string(line))
-		}
-	}
-	return out
 }
 
 // newMem returns a relay on a fresh memStore and memPub, with quick timings

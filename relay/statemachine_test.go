@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/clocktest"
 	"github.com/outboxgo/outbox/publishers"
@@ -236,8 +238,8 @@ func TestStoreTimeoutIsAStoreError(t *testing.T) {
 // the relay's configuration pauses it like an outage, charges no event,
 // and says so in an error line each time; fixed, the relay goes on.
 func TestRefusedConfigurationPausesAndChargesNothing(t *testing.T) {
-	var logs logBuffer
-	r, s, p := newMem(t, Config{Logger: logs.logger()})
+	var logs logtest.Buffer
+	r, s, p := newMem(t, Config{Logger: logs.Logger()})
 	p.set(every(publishers.Misconfigured(errors.New("ACCESS_REFUSED - Login was refused"))))
 	s.add(msgs(5, "k")...)
 	s.add(msgs(5, "")...)
@@ -252,7 +254,7 @@ func TestRefusedConfigurationPausesAndChargesNothing(t *testing.T) {
 	if n := s.count(2); n != 0 {
 		t.Fatalf("%d events dead because the broker refused the configuration", n)
 	}
-	lines := logs.lines("refused the relay's configuration")
+	lines := logs.Lines("refused the relay's configuration")
 	if len(lines) < 2 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "ACCESS_REFUSED") {
 		t.Fatalf("want an ERROR line per refusal naming the broker's error; got %q", lines)
 	}
@@ -267,9 +269,9 @@ func TestRefusedConfigurationPausesAndChargesNothing(t *testing.T) {
 // in the log at once — one line for the topic, then one per interval that
 // counts the failures it left out — not one line per event, nor none.
 func TestFailuresAreLoggedRateLimited(t *testing.T) {
-	var logs logBuffer
+	var logs logtest.Buffer
 	clock := clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	r, s, p := newMem(t, Config{Logger: logs.logger(), Clock: clock, MaxAttempts: 100, Unordered: true,
+	r, s, p := newMem(t, Config{Logger: logs.Logger(), Clock: clock, MaxAttempts: 100, Unordered: true,
 		RetryBackoff: Backoff{Min: time.Second, Max: time.Second}})
 	p.set(every(errors.New("nats: no response from stream")))
 	s.add(msgs(50, "")...)
@@ -278,14 +280,14 @@ func TestFailuresAreLoggedRateLimited(t *testing.T) {
 	}
 	defer stop(t, r)
 	eventually(t, "every event to fail once", func() bool { return chargedAttempts(s) == 50 })
-	if lines := logs.lines("publish failed; retrying"); len(lines) != 1 || !strings.Contains(lines[0], "no response from stream") ||
+	if lines := logs.Lines("publish failed; retrying"); len(lines) != 1 || !strings.Contains(lines[0], "no response from stream") ||
 		!strings.Contains(lines[0], "level=WARN") {
 		t.Fatalf("after 50 failures in one interval want one WARN line naming the error; got %q", lines)
 	}
 	clock.Advance(failureLogEvery + time.Second) // the retries are due, the interval over
 	r.Wake()
 	eventually(t, "every event to fail twice", func() bool { return chargedAttempts(s) == 100 })
-	lines := logs.lines("publish failed; retrying")
+	lines := logs.Lines("publish failed; retrying")
 	if len(lines) != 2 || !strings.Contains(lines[1], "more_since_last_line=49") {
 		t.Fatalf("want a second line counting the 49 left out; got %q", lines)
 	}
@@ -294,8 +296,8 @@ func TestFailuresAreLoggedRateLimited(t *testing.T) {
 // TestKeyedFailureSaysItHoldsTheKey: in ordered mode a failing keyed head
 // logs an error that says it holds its key back and how to go on.
 func TestKeyedFailureSaysItHoldsTheKey(t *testing.T) {
-	var logs logBuffer
-	r, s, p := newMem(t, Config{Logger: logs.logger()})
+	var logs logtest.Buffer
+	r, s, p := newMem(t, Config{Logger: logs.Logger()})
 	p.set(every(errors.New("rejected")))
 	s.add(msgs(3, "acct-1")...)
 	if err := r.Start(context.Background()); err != nil {
@@ -303,7 +305,7 @@ func TestKeyedFailureSaysItHoldsTheKey(t *testing.T) {
 	}
 	defer stop(t, r)
 	eventually(t, "the head to fail", func() bool { return chargedAttempts(s) >= 1 })
-	lines := logs.lines("holds its key back")
+	lines := logs.Lines("holds its key back")
 	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "key=acct-1") ||
 		!strings.Contains(lines[0], "outbox dead-letter") {
 		t.Fatalf("want one ERROR line naming the key and the way out; got %q", lines)
@@ -350,13 +352,13 @@ func TestNewRefusesWhatWouldFailLater(t *testing.T) {
 // TestStartLogsWhetherItListens: a store without LISTEN is not said to
 // listen.
 func TestStartLogsWhetherItListens(t *testing.T) {
-	var logs logBuffer
-	r, _, _ := newMem(t, Config{Logger: logs.logger()})
+	var logs logtest.Buffer
+	r, _, _ := newMem(t, Config{Logger: logs.Logger()})
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	stop(t, r)
-	if l := logs.lines("relay started"); len(l) != 1 || !strings.Contains(l[0], `wake_ups="none: polling every 20ms"`) {
+	if l := logs.Lines("relay started"); len(l) != 1 || !strings.Contains(l[0], `wake_ups="none: polling every 20ms"`) {
 		t.Fatalf("start line %q, want it to say the relay only polls, for a store without Listen", l)
 	}
 }

@@ -1,16 +1,16 @@
 package saga_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/internal/logtest"
 
 	"go.uber.org/goleak"
 
@@ -18,19 +18,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a bytes.Buffer safe for the demo's concurrent printers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // run runs the demo with a private TMPDIR and checks that it leaves nothing
 // behind there.
@@ -40,7 +27,7 @@ func run(t *testing.T, o saga.Options) (saga.Report, string) {
 	t.Setenv("TMPDIR", tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out syncBuffer
+	var out logtest.Buffer
 	rep, err := saga.Run(ctx, o, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
@@ -133,7 +120,7 @@ func TestDataDirIsKept(t *testing.T) {
 	if !rep.Kept || !strings.Contains(out, "kept in "+dir) {
 		t.Errorf("kept %v; output does not say where the files are", rep.Kept)
 	}
-	_, err := saga.Run(context.Background(), saga.Options{Orders: 30, Outage: -1, DataDir: dir}, &syncBuffer{})
+	_, err := saga.Run(context.Background(), saga.Options{Orders: 30, Outage: -1, DataDir: dir}, &logtest.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "previous run") {
 		t.Fatalf("a second run in the same directory = %v, want a refusal", err)
 	}

@@ -1,31 +1,19 @@
 package logbridge
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/outboxgo/outbox/internal/logtest"
 
 	"github.com/redis/go-redis/v9"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestMySQL(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	MySQL{Logger: slog.New(slog.NewTextHandler(&buf, nil))}.Print("closing bad idle connection: ", "EOF\n")
 	got := buf.String()
 	if !strings.Contains(got, `level=WARN msg="closing bad idle connection: EOF" component=mysql-driver`) || strings.Count(got, "\n") != 1 {
@@ -37,7 +25,7 @@ func TestMySQL(t *testing.T) {
 // A failed dial is a line go-redis always logs: it reaches the slog
 // logger, not go-redis's own stderr logger.
 func TestRedisFailedDial(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	InstallRedis(slog.New(slog.NewJSONHandler(&buf, nil)))
 	t.Cleanup(func() { InstallRedis(nil) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,16 +1,16 @@
 package natsembed_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/internal/logtest"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -98,7 +98,7 @@ func TestLoggerAndErrors(t *testing.T) {
 	if _, err := natsembed.Start(canceled, natsembed.Config{DataDir: t.TempDir()}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start with a canceled context: %v", err)
 	}
-	var info, debug syncBuffer
+	var info, debug logtest.Buffer
 	log := slog.New(multiHandler{slog.NewTextHandler(&info, nil), slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	srv, err := natsembed.Start(context.Background(), natsembed.Config{DataDir: t.TempDir(), Logger: log})
 	if err != nil {
@@ -147,19 +147,6 @@ func portOf(t *testing.T, url string) int {
 	}
 	return p
 }
-
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // multiHandler writes each record to every handler that takes its level.
 type multiHandler []slog.Handler

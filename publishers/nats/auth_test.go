@@ -1,15 +1,15 @@
 package nats_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/internal/logtest"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -19,19 +19,6 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/publishers/nats"
 )
-
-// syncBuffer is a log destination safe for the connection's handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // A token in the URL appears neither in New's error nor in the logs of a
 // publisher whose server goes away and comes back.
@@ -52,7 +39,7 @@ func TestTokenNeverShown(t *testing.T) {
 	}
 
 	srv := natstest.StartServer(t, "", func(o *server.Options) { o.Authorization = token })
-	var logs syncBuffer
+	var logs logtest.Buffer
 	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.User(token)), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(func() { _ = pub.Close() })
 	srv.Shutdown()
@@ -125,7 +112,7 @@ accounts {
 `)
 	nc := srv.Connect(t, natsUser("admin", "pw"))
 	prefix, stream := natstest.NewStream(t, nc)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.UserPassword("limited", "pw")), SubjectPrefix: prefix,
 		AckTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(func() { _ = pub.Close() })

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/internal/logtest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,24 +18,6 @@ import (
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/stores/postgres"
 )
-
-// syncBuffer is a bytes.Buffer the test may read while the CLI writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // relayBehindCutProxy migrates a schema of its own, enqueues one event and
 // returns the relay's database flags, a JetStream stream on the shared
@@ -67,7 +50,7 @@ func TestRelayWaitsForBroker(t *testing.T) {
 	db, stream, prefix, px := relayBehindCutProxy(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	done := make(chan int)
 	go func() {
 		var out bytes.Buffer

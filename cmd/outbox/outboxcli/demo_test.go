@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
 )
 
@@ -47,7 +49,7 @@ func TestDemoInterruptedDuringOutage(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr logtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- outboxcli.Main(ctx, []string{"demo", "--orders", "200", "--outage", "5s"}, &stdout, &stderr)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/outboxgo/outbox/internal/natstest"
 	"github.com/outboxgo/outbox/internal/testenv"
 )
@@ -38,7 +40,7 @@ func TestMySQLDriverLogsThroughSlog(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr logtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- mainWith(ctx, []string{"relay", "--database-url", url, "--broker-url", natstest.URL(), "--subject-prefix", prefix,

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -176,11 +178,11 @@ func readmeDB(t *testing.T) (url, topic string) {
 
 // relayUntil runs the relay with args until arrived says the event is
 // there, then interrupts it; the relay must exit 0.
-func relayUntil(t *testing.T, args []string, stdout *syncBuffer, arrived func() bool) {
+func relayUntil(t *testing.T, args []string, stdout *logtest.Buffer, arrived func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	done := make(chan int, 1)
 	go func() { done <- outboxcli.Main(ctx, args, stdout, &stderr) }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -224,7 +226,7 @@ func runSharedREADME(t *testing.T, args []string, topic string) {
 			t.Errorf("delete stream %s: %v", stream, err)
 		}
 	})
-	relayUntil(t, args, &syncBuffer{}, func() bool { return onSubject(js, stream, "outbox."+topic) })
+	relayUntil(t, args, &logtest.Buffer{}, func() bool { return onSubject(js, stream, "outbox."+topic) })
 	info, err := js.Stream(context.Background(), stream)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +241,7 @@ func runSharedREADME(t *testing.T, args []string, topic string) {
 // directory.
 func runEmbeddedREADME(t *testing.T, args []string, topic string) {
 	t.Chdir(t.TempDir())
-	var stdout syncBuffer
+	var stdout logtest.Buffer
 	urlRE := regexp.MustCompile(`embedded NATS JetStream at (nats://\S+) `)
 	var nc *nats.Conn
 	defer func() {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/outboxgo/outbox"
@@ -95,7 +97,7 @@ func TestRelayNATSToken(t *testing.T) {
 	})
 	t.Run("right token", func(t *testing.T) {
 		relayUntil(t, append([]string{"relay", "--broker-url", "nats://s3cretTOKEN@" + host, "--stream", "EV", "--poll-interval", "50ms"}, e.db...),
-			&syncBuffer{}, func() bool {
+			&logtest.Buffer{}, func() bool {
 				_, st, _ := e.cli("status")
 				return regexpMatch(st, `(?m)^\(all\)\s+0\s`)
 			})
@@ -126,7 +128,7 @@ func TestRelayStartupLineRedacted(t *testing.T) {
 	e := newPG(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr logtest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- mainWith(ctx, append([]string{"relay", "--broker-url", "nats://s3cretTOKEN@" + host + "?token=s3cretTOKEN", "--log-format", "json"}, e.db...), &stdout, &stderr)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/logtest"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox"
@@ -185,6 +187,6 @@ func lines(s string) []string {
 }
 
 // mainWith is outboxcli.Main with writers of the caller's.
-func mainWith(ctx context.Context, args []string, stdout, stderr *syncBuffer) int {
+func mainWith(ctx context.Context, args []string, stdout, stderr *logtest.Buffer) int {
 	return outboxcli.Main(ctx, args, stdout, stderr)
 }
