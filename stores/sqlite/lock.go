@@ -78,6 +78,8 @@ type wait struct {
 type wtx struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+	// bad says the connection must not go back to the pool (see end).
+	bad bool
 }
 
 // prepare prepares qs on the connection, for exec, query and queryRow.
@@ -92,10 +94,20 @@ func (t *wtx) prepare(ctx context.Context, qs []string) error {
 	return nil
 }
 
-func (t *wtx) close() {
-	for _, st := range t.stmts {
+// end closes the prepared statements, then the connection — discarding
+// it from the pool when bad. The statements must go first: database/sql
+// does not track a *sql.Conn's statements, so one closed after its
+// connection would finalize on a freed handle (a crash in modernc's
+// sqlite3_finalize, seen under load).
+func (t *wtx) end() {
+	for q, st := range t.stmts {
 		_ = st.Close()
+		delete(t.stmts, q)
 	}
+	if t.bad {
+		badConn(t.conn)
+	}
+	_ = t.conn.Close()
 }
 
 func (t *wtx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -133,9 +145,8 @@ func immediate(ctx context.Context, db *sql.DB, w wait, f func(ctx context.Conte
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	tx := &wtx{conn: conn, stmts: make(map[string]*sql.Stmt, len(w.prepare))}
-	defer tx.close()
+	defer tx.end()
 	g := w.gate
 	if og := openGate(conn); og != nil {
 		g = og
@@ -155,8 +166,8 @@ func immediate(ctx context.Context, db *sql.DB, w wait, f func(ctx context.Conte
 	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
 		// SQLite may have rolled back by itself already; if not, the
 		// connection is still in a transaction. Either way, do not give
-		// it back to the pool.
-		badConn(conn)
+		// it back to the pool (end does that).
+		tx.bad = true
 	}
 	return err
 }
@@ -198,7 +209,7 @@ func enterAndBegin(ctx context.Context, tx *wtx, g *gate, w wait) error {
 		}
 		released = g.released
 	}
-	return beginImmediate(ctx, tx.conn, deadline, released)
+	return beginImmediate(ctx, tx, deadline, released)
 }
 
 // openGate is the gate of conn's file when conn is one of Open's, else nil.
@@ -216,7 +227,8 @@ func openGate(conn *sql.Conn) *gate {
 // beginImmediate begins an IMMEDIATE transaction on conn, trying until it
 // holds the write lock, deadline passes or ctx ends (see pollLock). It
 // leaves the connection's busy_timeout as it found it.
-func beginImmediate(ctx context.Context, conn *sql.Conn, deadline time.Time, released <-chan struct{}) error {
+func beginImmediate(ctx context.Context, tx *wtx, deadline time.Time, released <-chan struct{}) error {
+	conn := tx.conn
 	// The tries run without ctx (the loop watches it), so that the driver
 	// does not start a goroutine to watch ctx on each.
 	bg := context.WithoutCancel(ctx)
@@ -236,7 +248,7 @@ func beginImmediate(ctx context.Context, conn *sql.Conn, deadline time.Time, rel
 			_, _ = conn.ExecContext(bg, "ROLLBACK")
 			err = rerr
 		}
-		badConn(conn) // its busy_timeout is wrong: do not give it back
+		tx.bad = true // its busy_timeout is wrong: do not give it back
 	}
 	return err
 }
