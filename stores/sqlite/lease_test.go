@@ -201,8 +201,8 @@ func waitWake(t *testing.T, woke <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-woke:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no wake-up within 10s")
+	case <-time.After(time.Minute): // bounds a failure only: a wake-up takes 10ms
+		t.Fatal("no wake-up within a minute")
 	}
 }
 

@@ -20,9 +20,8 @@ import (
 func (s *Store) Listen(ctx context.Context, wake func()) error {
 	t := time.NewTicker(s.cfg.ListenInterval)
 	defer t.Stop()
-	wake()
 	last, known := int64(0), false
-	for {
+	read := func() {
 		var n int64
 		if err := s.db.QueryRowContext(ctx, s.q.inserted, s.cfg.Table).Scan(&n); err == nil {
 			if known && n != last {
@@ -30,11 +29,19 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 			}
 			last, known = n, true
 		}
+	}
+	// The first read comes before the first wake-up, so that an event
+	// committed after the caller's claim on that wake-up moves the counter
+	// past a baseline already taken: it wakes the caller again.
+	read()
+	wake()
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
+		read()
 	}
 }
 
