@@ -25,7 +25,7 @@
 //   - journal_mode=WAL. Readers do not block the writer nor the writer
 //     readers: relays polling, Stats and Dead never stall an enqueue. It is
 //     a property of the file, so every process sharing it gets it.
-//   - busy_timeout=5000 (milliseconds, or more). SQLite has one writer at a
+//   - busy_timeout=30000 (milliseconds, or more). SQLite has one writer at a
 //     time; without a busy timeout a writer that finds the lock taken fails
 //     at once with SQLITE_BUSY instead of waiting its turn. On a handle
 //     from Open it bounds how long BeginTx waits for the write lock (see

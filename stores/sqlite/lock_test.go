@@ -182,7 +182,7 @@ func TestBeginTxHonoursContext(t *testing.T) {
 		t.Fatal("BeginTx got the lock another writer holds")
 	}
 	var got int
-	if err := db.QueryRow("PRAGMA busy_timeout").Scan(&got); err != nil || got != 5000 {
-		t.Errorf("after BeginTx gave up, PRAGMA busy_timeout = %d (err %v), want 5000", got, err)
+	if err := db.QueryRow("PRAGMA busy_timeout").Scan(&got); err != nil || got != 30000 {
+		t.Errorf("after BeginTx gave up, PRAGMA busy_timeout = %d (err %v), want 30000", got, err)
 	}
 }

@@ -17,8 +17,12 @@ import (
 const DriverName = "sqlite"
 
 // busyTimeout is the busy_timeout Open and DSN set, and how long a write
-// transaction begun on a handle from Open waits for the write lock.
-const busyTimeout = 5 * time.Second
+// transaction begun on a handle from Open waits for the write lock. Writers
+// of other processes compete for the lock by luck (the queue is per
+// process), and on a loaded machine a writer lost 5 s of tries to four
+// relay processes: 30 s rides out such a spell; a write transaction waits,
+// it does not fail.
+const busyTimeout = 30 * time.Second
 
 // DSN returns the modernc.org/sqlite data source name Open uses for the
 // database file at path: a file: URI with the connection settings that the

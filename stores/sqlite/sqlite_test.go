@@ -239,7 +239,7 @@ func TestOpenSettings(t *testing.T) {
 	ctx := context.Background()
 	for pragma, want := range map[string]string{
 		"journal_mode": "wal",
-		"busy_timeout": "5000",
+		"busy_timeout": "30000",
 		"foreign_keys": "1",
 		"synchronous":  "2",
 	} {
