@@ -17,7 +17,7 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 const (

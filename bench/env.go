@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
-	natspub "github.com/outboxgo/outbox/publishers/nats"
-	"github.com/outboxgo/outbox/stores/postgres"
+	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 // ErrUnreachable wraps the error of a service that does not answer.

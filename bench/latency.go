@@ -15,7 +15,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 const schedHeader = "Bench-Sched"

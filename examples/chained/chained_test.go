@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/internal/pgtest"
-	natssub "github.com/outboxgo/outbox/subscribers/nats"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,11 +14,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/inbox/pginbox"
-	natspub "github.com/outboxgo/outbox/publishers/nats"
+	"github.com/outboxgo/outbox/postgres/pginbox"
+	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/stores/postgres"
-	natssub "github.com/outboxgo/outbox/subscribers/nats"
+	"github.com/outboxgo/outbox/postgres"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
 )
 
 // Topics of the flow.

@@ -12,13 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/internal/backoff"
-	"github.com/outboxgo/outbox/internal/natsembed"
+	"github.com/outboxgo/outbox/nats/natsembed"
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
-	kafkapub "github.com/outboxgo/outbox/publishers/kafka"
-	natspub "github.com/outboxgo/outbox/publishers/nats"
-	rabbitpub "github.com/outboxgo/outbox/publishers/rabbitmq"
-	redispub "github.com/outboxgo/outbox/publishers/redis"
+	kafkapub "github.com/outboxgo/outbox/kafka"
+	natspub "github.com/outboxgo/outbox/nats"
+	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+	redispub "github.com/outboxgo/outbox/redis"
 )
 
 // checkTimeout bounds the publisher's Check at start; a broker that does

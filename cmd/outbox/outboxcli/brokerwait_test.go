@@ -13,10 +13,10 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
-	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 // relayBehindCutProxy migrates a schema of its own, enqueues one event and

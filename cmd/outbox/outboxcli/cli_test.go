@@ -17,11 +17,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
-	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/stores/postgres"
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 // run runs the CLI in-process and returns its exit code and output.

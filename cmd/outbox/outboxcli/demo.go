@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxgo/outbox/examples/saga"
+	"github.com/outboxgo/outbox/cmd/outbox/internal/saga"
 )
 
 // Bounds of the demo's flags, in --help.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/outboxgo/outbox/internal/logbridge"
+	"github.com/outboxgo/outbox/cmd/outbox/internal/logbridge"
 	"github.com/outboxgo/outbox/internal/redact"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxgo/outbox/internal/logtest"
 
-	"github.com/outboxgo/outbox/internal/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testenv"
 )
 

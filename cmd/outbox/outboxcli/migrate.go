@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxgo/outbox/stores/mysql"
-	"github.com/outboxgo/outbox/stores/postgres"
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/mysql"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 func newMigrate(g *globals) *cobra.Command {

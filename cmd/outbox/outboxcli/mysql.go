@@ -11,9 +11,9 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/outboxgo/outbox/internal/logbridge"
+	"github.com/outboxgo/outbox/cmd/outbox/internal/logbridge"
 	"github.com/outboxgo/outbox/internal/redact"
-	"github.com/outboxgo/outbox/stores/mysql"
+	"github.com/outboxgo/outbox/mysql"
 )
 
 // mysqlDSN turns mysql://user:pass@host:3306/db?param=v into the driver's

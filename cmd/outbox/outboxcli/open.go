@@ -13,7 +13,7 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/stores"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 // db is an opened outbox store.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 // --claim-timeout reaches the store's Config.ClaimTimeout, on every store.

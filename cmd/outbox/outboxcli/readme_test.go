@@ -20,8 +20,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
-	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 // readmeRelayCommands are the `outbox relay` commands of README.md's sh

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/internal/natstest"
-	"github.com/outboxgo/outbox/internal/redistest"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/redistest"
 	"github.com/outboxgo/outbox/internal/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/stores/postgres"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "redis", "rediss"}

@@ -14,12 +14,12 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
-	"github.com/outboxgo/outbox/internal/mysqltest"
-	"github.com/outboxgo/outbox/internal/pgtest"
+	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/stores"
-	"github.com/outboxgo/outbox/stores/mysql"
-	"github.com/outboxgo/outbox/stores/postgres"
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/mysql"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 // env is an outbox table of the test's own, migrated through the CLI, with

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/outboxgo/outbox/internal/redact"
-	"github.com/outboxgo/outbox/stores/sqlite"
+	"github.com/outboxgo/outbox/sqlite"
 )
 
 // sqliteForms lists the SQLite URL forms, for messages and help.

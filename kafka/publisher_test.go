@@ -1,0 +1,78 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/publishers"
+	kafkapub "github.com/outboxgo/outbox/kafka"
+)
+
+func TestConfigFromURL(t *testing.T) {
+	cfg, err := kafkapub.ConfigFromURL("kafka://b1:9092,b2?topic_prefix=app.&client_id=relay&delivery_timeout=5s&max_record_bytes=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Brokers, ","); got != "b1:9092,b2:9092" {
+		t.Errorf("brokers %q", got)
+	}
+	if cfg.TopicPrefix != "app." || cfg.ClientID != "relay" || cfg.DeliveryTimeout != 5*time.Second || cfg.MaxRecordBytes != 1000 {
+		t.Errorf("cfg %+v", cfg)
+	}
+	if _, err := kafkapub.ConfigFromURL("kafka://bob:s3cret@b1:9092?sasl=scram-sha-512&tls=true"); err != nil {
+		t.Errorf("sasl: %v", err)
+	}
+	for _, bad := range []string{
+		"amqp://b1", "kafka://", "kafka://bob:s3cret@b1?nope=1", "kafka://bob:s3cret@b1?sasl=gssapi", "kafka://b1?delivery_timeout=x",
+	} {
+		_, err := kafkapub.ConfigFromURL(bad)
+		if err == nil {
+			t.Errorf("%s: no error", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error leaks the password: %v", bad, err)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	if _, err := kafkapub.New(kafkapub.Config{DeliveryTimeout: -1}); err == nil {
+		t.Error("negative DeliveryTimeout accepted")
+	}
+}
+
+// TestUnknownTopicIsUnavailable: a topic that does not exist (and is not
+// created automatically) fails as unavailable, not as permanent.
+func TestUnknownTopicIsUnavailable(t *testing.T) {
+	if realBrokers() != nil {
+		t.Skip("the real Kafka may create topics automatically")
+	}
+	p := newPublisher(t, kafkapub.Config{Brokers: brokers(t), TopicPrefix: newTopicName(t) + "."})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: "missing", Payload: []byte("x")}})
+	if !publishers.IsUnavailable(errs[0]) {
+		t.Errorf("got %v, want unavailable", errs[0])
+	}
+}
+
+// TestBrokerDownIsUnavailable: no broker at the address: unavailable.
+func TestBrokerDownIsUnavailable(t *testing.T) {
+	f := startKfake(t)
+	addrs := f.addrs()
+	f.stop(t)
+	p := newPublisher(t, kafkapub.Config{Brokers: addrs, DialTimeout: 200 * time.Millisecond})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: "t", Payload: []byte("x")}})
+	if !publishers.IsUnavailable(errs[0]) || !errors.Is(errs[0], context.DeadlineExceeded) {
+		t.Errorf("got %v, want unavailable (deadline)", errs[0])
+	}
+}

@@ -1,0 +1,62 @@
+package nats_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
+	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
+)
+
+// New checks the config; Start checks that a stream captures the
+// dead-letter subject and that the consumer does not read it.
+func TestConfigChecks(t *testing.T) {
+	e := newEnv(t, natstest.URL())
+	in := inbox.New[pgx.Tx](nil, nil) // never reached: Start fails first
+	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
+	for name, c := range map[string]natssub.Config{
+		"no stream":            {Durable: "d", DeadLetterSubject: "x.y"},
+		"no durable":           {Stream: "s", DeadLetterSubject: "x.y"},
+		"no dead letters":      {Stream: "s", Durable: "d"},
+		"wildcard dead":        {Stream: "s", Durable: "d", DeadLetterSubject: "x.*"},
+		"bad filter":           {Stream: "s", Durable: "d", DeadLetterSubject: "x.y", FilterSubjects: []string{"a..b"}},
+		"negative deliver":     {Stream: "s", Durable: "d", DeadLetterSubject: "x.y", MaxDeliver: -1},
+		"backoff min > max":    {Stream: "s", Durable: "d", DeadLetterSubject: "x.y", Backoff: natssub.Backoff{Min: time.Second, Max: time.Millisecond}},
+		"negative concurrency": {Stream: "s", Durable: "d", DeadLetterSubject: "x.y", Concurrency: -1},
+	} {
+		if _, err := natssub.New(e.js, in, nop, c); err == nil {
+			t.Errorf("%s: New accepted %+v", name, c)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := func(cfg natssub.Config) error {
+		s, err := natssub.New(e.js, in, nop, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+		return s.Stop(ctx)
+	}
+	cfg := e.config(subscribertest.Config{Group: "checks"})
+	cfg.DeadLetterSubject = "nobody.captures.this"
+	if err := start(cfg); err == nil || !strings.Contains(err.Error(), "no stream captures") {
+		t.Fatalf("Start with an uncaptured dead-letter subject = %v", err)
+	}
+	cfg.DeadLetterSubject = e.prefix + ".dead"
+	if err := start(cfg); err == nil || !strings.Contains(err.Error(), "one this consumer reads") {
+		t.Fatalf("Start with a dead-letter subject the consumer reads = %v", err)
+	}
+	cfg.FilterSubjects = []string{e.prefix + ".orders"}
+	if err := start(cfg); err != nil { // the filter leaves the dead letters out
+		t.Fatalf("Start with a filter that leaves the dead letters out = %v", err)
+	}
+}

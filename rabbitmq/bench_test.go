@@ -1,0 +1,38 @@
+package rabbitmq_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+)
+
+// BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to an
+// exchange and queue of its own on the shared RabbitMQ, as a relay would,
+// and reports messages per second.
+func BenchmarkPublish(b *testing.B) {
+	const batch = 1000
+	ex, _ := topology(b)
+	pub := newPublisher(b, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	b.Cleanup(func() { _ = pub.Close() })
+	payload := bytes.Repeat([]byte("x"), 200)
+	msgs := make([]outbox.Message, batch)
+	ctx := context.Background()
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		for i := range msgs {
+			msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: testTopic, Key: "k", Payload: payload, CreatedAt: start}
+		}
+		for i, err := range pub.Publish(ctx, msgs) {
+			if err != nil {
+				b.Fatalf("message %d: %v", i, err)
+			}
+		}
+		n += batch
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+}

@@ -1,0 +1,38 @@
+package redis_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	redispub "github.com/outboxgo/outbox/redis"
+)
+
+// BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to a
+// stream of its own on the shared Redis, as a relay would, and reports
+// messages per second.
+func BenchmarkPublish(b *testing.B) {
+	const batch = 1000
+	rdb := connect(b)
+	pub := newPublisher(b, redispub.Config{URL: redisURL(), StreamPrefix: newPrefix(b, rdb)})
+	b.Cleanup(func() { _ = pub.Close() })
+	payload := bytes.Repeat([]byte("x"), 200)
+	msgs := make([]outbox.Message, batch)
+	ctx := context.Background()
+	start := time.Now()
+	n := 0
+	for b.Loop() {
+		for i := range msgs {
+			msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: "bench", Key: "k", Payload: payload, CreatedAt: start}
+		}
+		for i, err := range pub.Publish(ctx, msgs) {
+			if err != nil {
+				b.Fatalf("message %d: %v", i, err)
+			}
+		}
+		n += batch
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "msgs/s")
+}

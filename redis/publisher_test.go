@@ -1,0 +1,157 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/publishers"
+	redispub "github.com/outboxgo/outbox/redis"
+)
+
+// TestWrongTypeFailsAlone: a stream key holding another type fails that
+// message alone, unmarked; the rest of the pipeline is appended.
+func TestWrongTypeFailsAlone(t *testing.T) {
+	rdb := connect(t)
+	prefix := newPrefix(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := rdb.Set(ctx, prefix+"string", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix})
+	defer p.Close()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: "string", Payload: []byte("b")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("c")},
+	}
+	errs := p.Publish(ctx, msgs)
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("routable messages: %v, %v", errs[0], errs[2])
+	}
+	if errs[1] == nil || publishers.IsUnavailable(errs[1]) || publishers.IsPermanent(errs[1]) {
+		t.Errorf("WRONGTYPE: got %v, want an unmarked error", errs[1])
+	}
+	got := read(t, rdb, prefix+testTopic, 2, 15*time.Second)
+	if len(got) != 2 || got[0].ID != msgs[0].ID.String() || got[1].ID != msgs[2].ID.String() {
+		t.Errorf("read %+v", got)
+	}
+}
+
+// TestMaxLen: with MaxLen the stream is trimmed to about MaxLen entries.
+func TestMaxLen(t *testing.T) {
+	rdb := connect(t)
+	prefix := newPrefix(t, rdb)
+	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix, MaxLen: 10})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for range 5 {
+		msgs := make([]outbox.Message, 500)
+		for i := range msgs {
+			msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("x")}
+		}
+		for i, err := range p.Publish(ctx, msgs) {
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+		}
+	}
+	n, err := rdb.XLen(ctx, prefix+testTopic).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MAXLEN ~ trims whole macro nodes (100 entries by default).
+	if n >= 2500 || n < 10 {
+		t.Errorf("stream holds %d entries, want about 10 (at most a few hundred)", n)
+	}
+}
+
+func TestConfigFromURL(t *testing.T) {
+	cfg, err := redispub.ConfigFromURL("redis://bob:s3cret@h:6379/2?stream_prefix=app:&maxlen=1000&max_payload=4096&dial_timeout=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StreamPrefix != "app:" || cfg.MaxLen != 1000 || cfg.MaxPayload != 4096 {
+		t.Errorf("cfg %+v", cfg)
+	}
+	if cfg.URL != "redis://bob:s3cret@h:6379/2?dial_timeout=2s" {
+		t.Errorf("URL %q", cfg.URL)
+	}
+	for _, bad := range []string{"amqp://h", "redis://bob:s3cret@h/0?maxlen=x", "redis://bob:s3cret@h/0?nope=1"} {
+		_, err := redispub.ConfigFromURL(bad)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+// TestLargeHeadersPermanent: headers whose JSON is over MaxPayload fail that
+// message alone, as permanent, without being sent; the rest of the
+// pipeline is appended. Sent, a headers field over the server's
+// proto-max-bulk-len would make Redis close the connection, failing the
+// whole pipeline as an outage at every retry.
+func TestLargeHeadersPermanent(t *testing.T) {
+	rdb := connect(t)
+	prefix := newPrefix(t, rdb)
+	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix, MaxPayload: testMaxPayload})
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	msgs := []outbox.Message{
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("b"),
+			Headers: map[string]string{"big": strings.Repeat("h", testMaxPayload)}},
+		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("c")},
+	}
+	errs := p.Publish(ctx, msgs)
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("small messages: %v, %v", errs[0], errs[2])
+	}
+	if !publishers.IsPermanent(errs[1]) || !errors.Is(errs[1], redispub.ErrTooLarge) || !strings.Contains(errs[1].Error(), "headers") {
+		t.Errorf("headers over MaxPayload: got %v, want a permanent ErrTooLarge about the headers", errs[1])
+	}
+	got := read(t, rdb, prefix+testTopic, 2, 15*time.Second)
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != 2 || ids[0] != msgs[0].ID.String() || ids[1] != msgs[2].ID.String() {
+		t.Errorf("the stream holds %v, want %v and %v", ids, msgs[0].ID, msgs[2].ID)
+	}
+}
+
+// TestPublishHonorsDeadline: with the way to Redis stalled, Publish returns
+// by its context's deadline (unavailable), not after go-redis's 5 s
+// ReadTimeout.
+func TestPublishHonorsDeadline(t *testing.T) {
+	rdb := connect(t)
+	px := tcpproxy.Start(t, rdb.Options().Addr)
+	u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
+	p := newPublisher(t, redispub.Config{URL: u, StreamPrefix: newPrefix(t, rdb)})
+	defer p.Close()
+	publish := func(timeout time.Duration) (error, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("x")}})
+		return errs[0], time.Since(start)
+	}
+	if err, _ := publish(5 * time.Second); err != nil { // connected
+		t.Fatal(err)
+	}
+	px.Stall(true)
+	defer px.Stall(false)
+	err, took := publish(300 * time.Millisecond)
+	if !publishers.IsUnavailable(err) {
+		t.Errorf("stalled: got %v, want unavailable", err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("stalled: Publish took %v with a 300ms deadline", took)
+	}
+}
