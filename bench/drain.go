@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
-	"github.com/outboxgo/outbox/postgres"
 )
 
 const (

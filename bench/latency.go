@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/relay"
 )
 
 const schedHeader = "Bench-Sched"

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // aclCluster is a kfake cluster with SASL and ACLs: the superuser admin,

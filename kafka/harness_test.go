@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 )
 

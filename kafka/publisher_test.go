@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 func TestConfigFromURL(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/mysql"
 	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/mysql"
 )
 
 // BenchmarkDrainToNATS drains a backlog of b.N events (200-byte payloads,

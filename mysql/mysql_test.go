@@ -16,8 +16,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/mysql"
+	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/stores/storetest"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // A token in the URL appears neither in New's error nor in the logs of a

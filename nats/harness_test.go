@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 )
 

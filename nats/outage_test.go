@@ -8,8 +8,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // privateBundle is a publisher and a stream on a private server the test

@@ -14,8 +14,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // bundle is what most tests here need: a publisher writing to a stream of

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // EnsureStream refuses subjects that would capture NATS's own traffic,

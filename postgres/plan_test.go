@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // TestClaimAfterBacklogGrows is the relay stall seen in the benchmark's

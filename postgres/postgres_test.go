@@ -14,8 +14,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/stores/storetest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 )
 
 func benchSetup(b *testing.B) (*sqlite.Store, func(msgs []outbox.Message)) {

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // shortBusy opens a store on a one-connection handle of its own whose

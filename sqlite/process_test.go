@@ -18,8 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // The multi-process tests re-execute the test binary as a relay process:

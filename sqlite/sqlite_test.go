@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/stores/storetest"
 )
 

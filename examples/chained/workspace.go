@@ -14,11 +14,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	natspub "github.com/outboxgo/outbox/nats"
-	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/postgres"
 	natssub "github.com/outboxgo/outbox/nats/natssub"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/postgres/pginbox"
+	"github.com/outboxgo/outbox/relay"
 )
 
 // Topics of the flow.

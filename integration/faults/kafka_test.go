@@ -25,9 +25,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
 	kafkasub "github.com/outboxgo/outbox/kafka/kafkasub"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // kafkaBroker is a private kfake cluster (franz-go's in-process Kafka) of

@@ -22,10 +22,10 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/mysql/mysqlinbox"
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/stores"
 	mysqlstore "github.com/outboxgo/outbox/mysql"
+	"github.com/outboxgo/outbox/mysql/mysqlinbox"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // mariaDatabase is MariaDB: a private server (mariadb-install-db into a

@@ -17,11 +17,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
-	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	natspub "github.com/outboxgo/outbox/nats"
 	natssub "github.com/outboxgo/outbox/nats/natssub"
+	"github.com/outboxgo/outbox/publishers"
 )
 
 // natsBroker is a private in-process nats-server with JetStream, its

@@ -18,10 +18,10 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/postgres/pginbox"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // pgDatabase is PostgreSQL: a private cluster when this machine can make

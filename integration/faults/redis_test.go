@@ -16,8 +16,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/internal/testkit/redistest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/internal/testkit/redistest"
 	"github.com/outboxgo/outbox/publishers"
 	redispub "github.com/outboxgo/outbox/redis"
 	redissub "github.com/outboxgo/outbox/redis/redissub"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
+	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
-	"github.com/outboxgo/outbox/postgres"
 )
 
 // BenchmarkDrain measures how fast a backlog of b.N events (200-byte

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/publishers"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
 	redispub "github.com/outboxgo/outbox/redis"
 	"github.com/outboxgo/outbox/relay"

@@ -17,10 +17,10 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
-	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/relay"
 )
 
 // Environment of the relay subprocess that TestMain runs instead of tests.

@@ -18,11 +18,11 @@ import (
 	"github.com/outboxgo/outbox/internal/clocktest"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/publishers"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
-	"github.com/outboxgo/outbox/postgres"
 )
 
 // bundle is what a relay test needs: its own schema and its own stream.

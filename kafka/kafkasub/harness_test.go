@@ -21,9 +21,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
+	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 	kafkapub "github.com/outboxgo/outbox/kafka"
 	kafkasub "github.com/outboxgo/outbox/kafka/kafkasub"
-	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 )
 
 func TestMain(m *testing.M) {

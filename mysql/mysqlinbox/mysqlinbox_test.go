@@ -12,9 +12,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/inbox/inboxtest"
-	"github.com/outboxgo/outbox/mysql/mysqlinbox"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
 	"github.com/outboxgo/outbox/mysql"
+	"github.com/outboxgo/outbox/mysql/mysqlinbox"
 )
 
 func TestConformance(t *testing.T) {

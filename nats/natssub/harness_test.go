@@ -16,11 +16,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 	natspub "github.com/outboxgo/outbox/nats"
 	natssub "github.com/outboxgo/outbox/nats/natssub"
-	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 )
 
 func TestMain(m *testing.M) {

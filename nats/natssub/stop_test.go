@@ -14,12 +14,12 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/postgres/pginbox"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/internal/tcpproxy"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
+	"github.com/outboxgo/outbox/postgres/pginbox"
 )
 
 // TestStopDuringOutage: Stop while the connection is down returns within

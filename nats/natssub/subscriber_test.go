@@ -10,8 +10,8 @@ import (
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
 )
 
 // New checks the config; Start checks that a stream captures the

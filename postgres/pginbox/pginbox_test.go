@@ -16,10 +16,10 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/inbox/inboxtest"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/postgres/pginbox"
+	"github.com/outboxgo/outbox/stores"
 )
 
 func TestConformancePgx(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
+	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
 	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
-	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 )
 
 func TestMain(m *testing.M) {

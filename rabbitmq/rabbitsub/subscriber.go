@@ -10,9 +10,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/consumer"
 	"github.com/outboxgo/outbox/internal/redact"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
-	"github.com/outboxgo/outbox/internal/consumer"
 )
 
 // Subscriber consumes a RabbitMQ queue into an inbox. TTx is the inbox's

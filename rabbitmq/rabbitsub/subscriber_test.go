@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox/inbox"
-	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
+	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
 )
 
 // New checks the config; Start checks that the queue exists.

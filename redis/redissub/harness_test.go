@@ -19,9 +19,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
+	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 	redispub "github.com/outboxgo/outbox/redis"
 	redissub "github.com/outboxgo/outbox/redis/redissub"
-	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 )
 
 func TestMain(m *testing.M) {

@@ -12,9 +12,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/consumer"
 	"github.com/outboxgo/outbox/publishers"
 	redispub "github.com/outboxgo/outbox/redis"
-	"github.com/outboxgo/outbox/internal/consumer"
 )
 
 // Subscriber consumes Redis streams through a consumer group into an inbox.

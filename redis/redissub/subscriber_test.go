@@ -14,10 +14,10 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	redissub "github.com/outboxgo/outbox/redis/redissub"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
+	"github.com/outboxgo/outbox/postgres/pginbox"
+	redissub "github.com/outboxgo/outbox/redis/redissub"
 )
 
 func TestConfigChecks(t *testing.T) {

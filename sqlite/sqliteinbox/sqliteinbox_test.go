@@ -10,8 +10,8 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/inbox/inboxtest"
-	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 )
 
 func TestConformance(t *testing.T) {

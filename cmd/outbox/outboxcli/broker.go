@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/internal/backoff"
-	"github.com/outboxgo/outbox/nats/natsembed"
 	"github.com/outboxgo/outbox/internal/redact"
-	"github.com/outboxgo/outbox/publishers"
 	kafkapub "github.com/outboxgo/outbox/kafka"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/nats/natsembed"
+	"github.com/outboxgo/outbox/publishers"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
 	redispub "github.com/outboxgo/outbox/redis"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
+	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/postgres"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
+	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/sqlite"
 )

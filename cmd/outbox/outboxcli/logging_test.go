@@ -11,8 +11,8 @@ import (
 
 	"github.com/outboxgo/outbox/internal/logtest"
 
-	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testenv"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
 )
 
 // The MySQL driver's own lines ("closing bad idle connection") reach the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/redact"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // db is an opened outbox store.

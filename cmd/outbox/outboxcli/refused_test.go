@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/redistest"
-	"github.com/outboxgo/outbox/internal/testenv"
 )
 
 // refusedAtStart runs a relay whose broker refuses its configuration: it

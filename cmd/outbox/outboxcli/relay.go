@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/relay"
 )
 
 var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "redis", "rediss"}

@@ -16,10 +16,10 @@ import (
 	"github.com/outboxgo/outbox/cmd/outbox/outboxcli"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/mysql"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // env is an outbox table of the test's own, migrated through the CLI, with

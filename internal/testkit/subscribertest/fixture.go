@@ -16,8 +16,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
+	"github.com/outboxgo/outbox/postgres/pginbox"
 )
 
 // timeout bounds every wait of the suite: generous, for a loaded machine.

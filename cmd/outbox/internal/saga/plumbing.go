@@ -15,11 +15,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 	natspub "github.com/outboxgo/outbox/nats"
+	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/sqlite"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
+	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 )
 
 // The broker's names: one stream carries both services' events, another
