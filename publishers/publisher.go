@@ -32,8 +32,6 @@ type Publisher interface {
 	// ctx ends first, or after Close, the messages not acknowledged fail
 	// with Unavailable errors, never Permanent ones.
 	Publish(ctx context.Context, msgs []outbox.Message) []error
-	// Capabilities declares what the broker guarantees.
-	Capabilities() Capabilities
 	// Close releases every resource; no goroutine outlives it. It may be
 	// called more than once.
 	Close() error
@@ -50,18 +48,6 @@ type Checker interface {
 	// error classified Misconfigured when it refuses it, and one
 	// classified Unavailable when the broker cannot be reached.
 	Check(ctx context.Context) error
-}
-
-// Capabilities declares what a Publisher guarantees.
-type Capabilities struct {
-	// OrderedRetries is true when messages of one key published in one
-	// call are stored in call order even when some fail and are retried
-	// (Kafka's idempotent producer). Without it the relay keeps one message
-	// per key in flight in ordered mode.
-	OrderedRetries bool
-	// Dedup is true when the broker drops a re-sent message with an ID it
-	// has already stored (JetStream's duplicate window).
-	Dedup bool
 }
 
 // ErrUnavailable marks an error as the broker (or the path to it) being

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"github.com/outboxgo/outbox"
+
 	"context"
 	"sync"
 	"time"
@@ -15,7 +17,7 @@ import (
 // changing the delay. Events are never charged for the outage: the relay
 // leaves them untouched.
 type breaker struct {
-	backoff Backoff
+	backoff outbox.Backoff
 
 	mu       sync.Mutex
 	failures int           // consecutive failed batches; 0 = closed
@@ -24,7 +26,7 @@ type breaker struct {
 	changed  chan struct{} // closed on every state change
 }
 
-func newBreaker(b Backoff) *breaker {
+func newBreaker(b outbox.Backoff) *breaker {
 	return &breaker{backoff: b, changed: make(chan struct{})}
 }
 
@@ -89,7 +91,7 @@ func (b *breaker) failure() time.Duration {
 	defer b.mu.Unlock()
 	b.failures++
 	b.probing = false
-	d := b.backoff.delay(b.failures)
+	d := b.backoff.Delay(b.failures)
 	b.until = time.Now().Add(d)
 	b.notify()
 	return d

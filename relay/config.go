@@ -54,10 +54,10 @@ type Config struct {
 	KeyedFailure FailurePolicy
 	// RetryBackoff spaces an event's retries: Min, doubling, up to Max, with
 	// jitter. Default 1s to 5m, jitter 0.2.
-	RetryBackoff Backoff
+	RetryBackoff outbox.Backoff
 	// OutageBackoff spaces the relay's probes of a broker that is down.
 	// Default 250ms to 30s, jitter 0.2.
-	OutageBackoff Backoff
+	OutageBackoff outbox.Backoff
 	// Retention keeps published events for this long (marked published,
 	// then purged in small batches). Zero, the default, deletes each event
 	// as soon as the broker has acknowledged it.
@@ -113,13 +113,6 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	return 0, fmt.Errorf("failure policy %q: want block or dead-letter", s)
 }
 
-// Backoff is an exponential backoff with jitter.
-type Backoff struct {
-	Min, Max time.Duration
-	// Jitter spreads each delay uniformly over ±Jitter of it (0 to 1).
-	Jitter float64
-}
-
 // Hooks observe the relay. They run on the relay's goroutines: keep them
 // quick.
 type Hooks struct {
@@ -154,6 +147,12 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
+// Default backoffs for Config.
+var (
+	DefaultRetryBackoff  = outbox.Backoff{Min: time.Second, Max: 5 * time.Minute, Jitter: 0.2}
+	DefaultOutageBackoff = outbox.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+)
+
 func (c *Config) withDefaults() (Config, error) {
 	var out Config
 	if c != nil {
@@ -178,11 +177,11 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.StoreTimeout, DefaultStoreTimeout)
 	def(&out.PurgeInterval, DefaultPurgeInterval)
 	def(&out.ShutdownTimeout, DefaultShutdownTimeout)
-	if out.RetryBackoff == (Backoff{}) {
-		out.RetryBackoff = Backoff{Min: time.Second, Max: 5 * time.Minute, Jitter: 0.2}
+	if out.RetryBackoff == (outbox.Backoff{}) {
+		out.RetryBackoff = DefaultRetryBackoff
 	}
-	if out.OutageBackoff == (Backoff{}) {
-		out.OutageBackoff = Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	if out.OutageBackoff == (outbox.Backoff{}) {
+		out.OutageBackoff = DefaultOutageBackoff
 	}
 	if out.Clock == nil {
 		out.Clock = outbox.SystemClock{}
@@ -200,7 +199,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.PollInterval < 0 || out.PublishTimeout < 0 || out.StoreTimeout < 0 || out.Retention < 0 || out.PurgeInterval < 0 || out.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
-	for _, b := range []Backoff{out.RetryBackoff, out.OutageBackoff} {
+	for _, b := range []outbox.Backoff{out.RetryBackoff, out.OutageBackoff} {
 		if b.Min <= 0 || b.Max < b.Min || b.Jitter < 0 || b.Jitter > 1 {
 			errs = append(errs, fmt.Errorf("backoff %+v: want 0 < Min ≤ Max and 0 ≤ Jitter ≤ 1", b))
 		}

@@ -45,9 +45,9 @@
 // publish its old batch late, after newer events of those keys: a duplicate,
 // which JetStream's duplicate window drops when it is recent and the
 // consumer's inbox drops in any case, so the consumer still sees each key in
-// order. Without an inbox, expect such late duplicates. Publishers that
-// declare OrderedRetries (Kafka) do not yet get more than one event per key
-// in flight.
+// order. Without an inbox, expect such late duplicates. The relay keeps
+// one event per key in flight whatever the broker, so it needs no
+// declaration of what a publisher keeps in order under retries.
 //
 // # Failures
 //

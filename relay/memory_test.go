@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -194,7 +193,6 @@ func (p *memPub) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	return fn(ctx, msgs)
 }
 
-func (p *memPub) Capabilities() publishers.Capabilities { return publishers.Capabilities{} }
 func (p *memPub) Close() error                          { return nil }
 
 // every returns a script that fails every message with err.
@@ -216,8 +214,8 @@ func newMem(t *testing.T, cfg Config) (*Relay, *memStore, *memPub) {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 20 * time.Millisecond
 	}
-	if cfg.OutageBackoff == (Backoff{}) {
-		cfg.OutageBackoff = Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+	if cfg.OutageBackoff == (outbox.Backoff{}) {
+		cfg.OutageBackoff = outbox.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 	}
 	r, err := New(s, p, &cfg)
 	if err != nil {

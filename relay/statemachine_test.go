@@ -20,7 +20,7 @@ import (
 // TestCancelWhileBreakerOpen: cancelling Start's context ends every
 // goroutine at once, though the breaker is open for an hour.
 func TestCancelWhileBreakerOpen(t *testing.T) {
-	r, s, p := newMem(t, Config{OutageBackoff: Backoff{Min: time.Hour, Max: time.Hour}})
+	r, s, p := newMem(t, Config{OutageBackoff: outbox.Backoff{Min: time.Hour, Max: time.Hour}})
 	p.set(every(publishers.Unavailable(errors.New("down"))))
 	s.add(msgs(3, "")...)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,7 +39,7 @@ func TestCancelWhileBreakerOpen(t *testing.T) {
 // hands the probe on; the breaker does not wait for a result that never
 // comes.
 func TestProbeLeftByContextHandsOn(t *testing.T) {
-	b := newBreaker(Backoff{Min: time.Millisecond, Max: time.Millisecond})
+	b := newBreaker(outbox.Backoff{Min: time.Millisecond, Max: time.Millisecond})
 	b.failure()
 	stopCh := make(chan struct{})
 	eventually(t, "the first probe", func() bool {
@@ -272,7 +272,7 @@ func TestFailuresAreLoggedRateLimited(t *testing.T) {
 	var logs logtest.Buffer
 	clock := clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	r, s, p := newMem(t, Config{Logger: logs.Logger(), Clock: clock, MaxAttempts: 100, Unordered: true,
-		RetryBackoff: Backoff{Min: time.Second, Max: time.Second}})
+		RetryBackoff: outbox.Backoff{Min: time.Second, Max: time.Second}})
 	p.set(every(errors.New("nats: no response from stream")))
 	s.add(msgs(50, "")...)
 	if err := r.Start(context.Background()); err != nil {

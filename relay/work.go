@@ -28,7 +28,7 @@ var (
 // find events; when one finds none, wait for a wake-up or the poll interval.
 // It returns when the relay stops or ctx ends, whatever the breaker's state.
 func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
-	storeBackoff := Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
+	storeBackoff := outbox.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
 	storeFailures := 0
 	busy := false // the last claim found events
 	for {
@@ -78,7 +78,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 		switch {
 		case err != nil:
 			storeFailures++
-			idle = storeBackoff.delay(storeFailures)
+			idle = storeBackoff.Delay(storeFailures)
 			r.stats.storeErrors.Add(1)
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
 		case n > 0:
@@ -162,7 +162,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			}
 		case r.blocksKey(rec):
 			// Ordered and blocking: retry for ever, holding the key.
-			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
+			d := r.cfg.RetryBackoff.Delay(rec.Attempts + 1)
 			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelError, "event fails and holds its key back; it is retried until it succeeds or is dead-lettered by hand (outbox dead-letter ID)",
 				rec, err, "retry_in", d.Round(time.Millisecond))
@@ -170,7 +170,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: errText(err)})
 			r.failures.event(slog.LevelError, "event dead", rec, err, "permanent", publishers.IsPermanent(err))
 		default:
-			d := r.cfg.RetryBackoff.delay(rec.Attempts + 1)
+			d := r.cfg.RetryBackoff.Delay(rec.Attempts + 1)
 			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelWarn, "publish failed; retrying", rec, err,
 				"retry_in", d.Round(time.Millisecond), "attempts_left", r.cfg.MaxAttempts-rec.Attempts-1)

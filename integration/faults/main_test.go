@@ -109,8 +109,8 @@ func relayProcess(mode string) error {
 		// lets its key go on.
 		KeyedFailure:  relay.DeadLetterKey,
 		MaxAttempts:   1000,
-		RetryBackoff:  relay.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
-		OutageBackoff: relay.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+		RetryBackoff:  outbox.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+		OutageBackoff: outbox.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
 		Logger:        log,
 		// For checking that the suite can fail: OUTBOX_FAULTS_UNORDERED=1
 		// turns per-key order off, and the checker must see violations.

@@ -80,7 +80,7 @@ func TestInProcessHandlers(t *testing.T) {
 	b.enqueue(t, true, append(append(jobs, flakyJob), evs...)...)
 
 	start(t, b.store, b.publisher(t), &relay.Config{
-		RetryBackoff: relay.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		RetryBackoff: outbox.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 		InProcess: relay.Handlers(map[string]relay.Handler[pgx.Tx]{
 			"jobs":       recordEffect(table),
 			"flaky-jobs": flaky,

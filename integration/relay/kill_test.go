@@ -79,7 +79,7 @@ func relayProcess() int {
 		rcfg.BatchSize = 20
 		rcfg.PollInterval = 100 * time.Millisecond
 		rcfg.PublishTimeout = time.Second
-		rcfg.OutageBackoff = relay.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+		rcfg.OutageBackoff = outbox.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
 		// For checking that the chaos test can fail: OUTBOX_CHAOS_UNORDERED=1.
 		rcfg.Unordered = os.Getenv("OUTBOX_CHAOS_UNORDERED") == "1"
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/relay"
@@ -24,7 +25,7 @@ func TestBrokerOutage(t *testing.T) {
 	t.Cleanup(func() { _ = pub.Close() })
 	r := start(t, b.store, pub, &relay.Config{
 		PublishTimeout: 2 * time.Second,
-		OutageBackoff:  relay.Backoff{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond},
+		OutageBackoff:  outbox.Backoff{Min: 50 * time.Millisecond, Max: 200 * time.Millisecond},
 		MaxAttempts:    2, // an outage charged to the events would kill them fast
 	})
 

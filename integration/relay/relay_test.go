@@ -310,7 +310,7 @@ func TestPoisonEventRetriedThenDead(t *testing.T) {
 	}}
 	b.enqueue(t, true, evs...)
 	start(t, b.store, pub, &relay.Config{MaxAttempts: 3, KeyedFailure: relay.DeadLetterKey,
-		RetryBackoff: relay.Backoff{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
+		RetryBackoff: outbox.Backoff{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
 
 	b.arrivedIDs(t, 18)
 	waitFor(t, "the poison event to be dead", 20*time.Second, func() bool {
@@ -431,7 +431,7 @@ func TestPoisonBlocksOnlyItsKey(t *testing.T) {
 	b.enqueue(t, true, a...)
 	b.enqueue(t, true, other...)
 	r := start(t, b.store, pub, &relay.Config{
-		RetryBackoff: relay.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}})
+		RetryBackoff: outbox.Backoff{Min: 10 * time.Millisecond, Max: 20 * time.Millisecond}})
 
 	ids := b.arrivedIDs(t, 50)
 	for i, m := range other {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/consumer"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // memDriver is an inbox driver in memory; down makes every call fail.
@@ -66,21 +67,21 @@ func TestHandle(t *testing.T) {
 		delivery  int
 		handler   error
 		down      bool
-		want      consumer.Verdict
+		want      subscribers.Action
 		outcome   inbox.Outcome
 		wantErr   error
 		ran       bool
 	}{
-		{name: "handled", delivery: 1, want: consumer.Ack, outcome: inbox.Handled, ran: true},
-		{name: "duplicate", id: done, delivery: 1, want: consumer.Ack, outcome: inbox.Duplicate},
-		{name: "undecodable", decodeErr: inbox.ErrInvalidMessage, delivery: 1, want: consumer.DeadLetter, wantErr: inbox.ErrInvalidMessage},
-		{name: "failed", delivery: 2, handler: failing, want: consumer.Retry, wantErr: failing, ran: true},
-		{name: "failed the last time", delivery: 3, handler: failing, want: consumer.DeadLetter, wantErr: failing, ran: true},
-		{name: "permanent", delivery: 1, handler: inbox.Permanent(failing), want: consumer.DeadLetter, wantErr: failing, ran: true},
-		{name: "hard stop", ctx: cancelled, delivery: 3, handler: context.Canceled, want: consumer.Release, wantErr: context.Canceled, ran: true},
-		{name: "exhausted", delivery: 4, want: consumer.DeadLetter, wantErr: errExhausted},
-		{name: "exhausted, handled before", id: done, delivery: 4, want: consumer.Ack, outcome: inbox.Duplicate},
-		{name: "exhausted, inbox down", delivery: 4, down: true, want: consumer.Retry, wantErr: failing},
+		{name: "handled", delivery: 1, want: subscribers.ActionAck, outcome: inbox.Handled, ran: true},
+		{name: "duplicate", id: done, delivery: 1, want: subscribers.ActionAck, outcome: inbox.Duplicate},
+		{name: "undecodable", decodeErr: inbox.ErrInvalidMessage, delivery: 1, want: subscribers.ActionDeadLetter, wantErr: inbox.ErrInvalidMessage},
+		{name: "failed", delivery: 2, handler: failing, want: subscribers.ActionRetry, wantErr: failing, ran: true},
+		{name: "failed the last time", delivery: 3, handler: failing, want: subscribers.ActionDeadLetter, wantErr: failing, ran: true},
+		{name: "permanent", delivery: 1, handler: inbox.Permanent(failing), want: subscribers.ActionDeadLetter, wantErr: failing, ran: true},
+		{name: "hard stop", ctx: cancelled, delivery: 3, handler: context.Canceled, want: subscribers.ActionRelease, wantErr: context.Canceled, ran: true},
+		{name: "exhausted", delivery: 4, want: subscribers.ActionDeadLetter, wantErr: errExhausted},
+		{name: "exhausted, handled before", id: done, delivery: 4, want: subscribers.ActionAck, outcome: inbox.Duplicate},
+		{name: "exhausted, inbox down", delivery: 4, down: true, want: subscribers.ActionRetry, wantErr: failing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := &memDriver{ids: map[uuid.UUID]bool{done: true}}
@@ -98,7 +99,7 @@ func TestHandle(t *testing.T) {
 			ran := false
 			h := func(context.Context, *tx, inbox.Message) error { ran = true; return c.handler }
 			r := consumer.Handle(ctx, inbox.New[*tx](d, nil), h, inbox.Message{ID: id}, c.decodeErr, c.delivery, 3, errExhausted)
-			if r.Verdict != c.want || r.Outcome != c.outcome || !errors.Is(r.Err, c.wantErr) || (c.wantErr == nil) != (r.Err == nil) || ran != c.ran {
+			if r.Action != c.want || r.Outcome != c.outcome || !errors.Is(r.Err, c.wantErr) || (c.wantErr == nil) != (r.Err == nil) || ran != c.ran {
 				t.Fatalf("Handle = %+v (handler ran: %v), want verdict %d, outcome %v, error %v (handler runs: %v)",
 					r, ran, c.want, c.outcome, c.wantErr, c.ran)
 			}

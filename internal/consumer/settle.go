@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Safe returns h turning a panic into an error: the transaction rolls back
@@ -21,27 +22,14 @@ func Safe[TTx any](h inbox.Handler[TTx]) inbox.Handler[TTx] {
 	}
 }
 
-// Verdict is how a delivery is to be settled.
-type Verdict int
-
-const (
-	// Ack: committed, or a duplicate.
-	Ack Verdict = iota + 1
-	// Retry: failed; deliver it again after the backoff.
-	Retry
-	// DeadLetter: undecodable, failed permanently, or out of deliveries.
-	DeadLetter
-	// Release: a hard Stop cut the handler short; hand it back uncounted.
-	Release
-)
-
 // Result is what Handle did with a delivery.
 type Result struct {
 	// Outcome is the inbox's, when it committed or found a duplicate.
 	Outcome inbox.Outcome
 	// Err is the decoding error, the handler's or the inbox's; nil for Ack.
-	Err     error
-	Verdict Verdict
+	Err error
+	// Action is how to settle the delivery.
+	Action subscribers.Action
 }
 
 // Handle runs the delivery-th delivery of msg through in and says how to
@@ -57,26 +45,26 @@ type Result struct {
 func Handle[TTx any](ctx context.Context, in *inbox.Inbox[TTx], h inbox.Handler[TTx], msg inbox.Message, decodeErr error,
 	delivery, maxDeliveries int, exhausted error) Result {
 	if decodeErr != nil {
-		return Result{Err: decodeErr, Verdict: DeadLetter}
+		return Result{Err: decodeErr, Action: subscribers.ActionDeadLetter}
 	}
 	if delivery > maxDeliveries {
 		o, err := in.Handle(ctx, msg, func(context.Context, TTx, inbox.Message) error { return exhausted })
 		switch {
 		case err == nil: // handled before the crash
-			return Result{Outcome: o, Verdict: Ack}
+			return Result{Outcome: o, Action: subscribers.ActionAck}
 		case errors.Is(err, exhausted):
-			return Result{Err: err, Verdict: DeadLetter}
+			return Result{Err: err, Action: subscribers.ActionDeadLetter}
 		}
-		return Result{Err: err, Verdict: Retry} // the inbox could not tell (database down)
+		return Result{Err: err, Action: subscribers.ActionRetry} // the inbox could not tell (database down)
 	}
 	o, err := in.Handle(ctx, msg, h)
 	switch {
 	case err == nil:
-		return Result{Outcome: o, Verdict: Ack}
+		return Result{Outcome: o, Action: subscribers.ActionAck}
 	case ctx.Err() != nil:
-		return Result{Err: err, Verdict: Release}
+		return Result{Err: err, Action: subscribers.ActionRelease}
 	case inbox.IsPermanent(err) || delivery >= maxDeliveries:
-		return Result{Err: err, Verdict: DeadLetter}
+		return Result{Err: err, Action: subscribers.ActionDeadLetter}
 	}
-	return Result{Err: err, Verdict: Retry}
+	return Result{Err: err, Action: subscribers.ActionRetry}
 }

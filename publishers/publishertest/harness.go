@@ -39,6 +39,10 @@ type Env struct {
 	NewPublisher func(t *testing.T) publishers.Publisher
 	// Topic is a topic no other test uses.
 	Topic string
+	// Dedup declares that the broker drops a re-sent message with an ID it
+	// has already stored (JetStream's duplicate window): the suite then
+	// checks that no copy is stored twice. False skips those checks.
+	Dedup bool
 	// Read returns what a plain consumer of the broker received on Topic
 	// since the environment was set up, in the order the broker stored it,
 	// waiting until at least n messages arrived or timeout passed. It may

@@ -47,7 +47,7 @@ func testOutage(t *testing.T, o Outage) {
 	for _, r := range got {
 		seen[r.ID]++
 	}
-	dedup := p.Capabilities().Dedup
+	dedup := o.Dedup
 	for _, id := range append(ids(before), ids(during)...) {
 		switch n := seen[id]; {
 		case n == 0:

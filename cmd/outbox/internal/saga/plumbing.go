@@ -175,7 +175,7 @@ func (rs *relays) start(ctx context.Context, svc *service, hook func(*relayProc,
 		PublishTimeout: publishTimeout,
 		// Probe a broker that is down every 100–500ms (default 250ms–30s)
 		// so the backlog starts draining as soon as it is back.
-		OutageBackoff: relay.Backoff{Min: 100 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+		OutageBackoff: outbox.Backoff{Min: 100 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
 		Clock:         rs.clock,
 		Logger:        rs.logger.With("relay", name),
 	}
