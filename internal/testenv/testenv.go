@@ -3,6 +3,8 @@
 package testenv
 
 import (
+	"flag"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -44,4 +46,28 @@ func Getenv(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// ExamplesNeed is called from a package's TestMain before m.Run, for a
+// package whose runnable examples need service at addr. An example cannot
+// skip, so when the service does not accept TCP connections the run leaves
+// the examples out (it selects ^Test and ^Fuzz), saying so in one line —
+// unless CI=true, where they run and fail, or -run already chose what runs.
+func ExamplesNeed(service, addr string) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if CI() {
+		return
+	}
+	if f := flag.Lookup("test.run"); f == nil || f.Value.String() != "" {
+		return
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		_ = c.Close()
+		return
+	}
+	fmt.Fprintf(os.Stderr, "skipping the examples: they need %s: %v\n", service, err)
+	_ = flag.Set("test.run", "^(Test|Fuzz)")
 }
