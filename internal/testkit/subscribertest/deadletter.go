@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxgo/outbox/subscribers"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func testDeadLetters(t *testing.T, h Harness) {
 	failing, permanent := evs[0], evs[1]
 	var rec recorder
 	c := rec.hook(f.config("dlq"))
-	c.MaxDeliveries = 3
+	c.Options.MaxDeliveries = 3
 	c.Handler = func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 		if err := f.effect(ctx, tx, m); err != nil {
 			return err
@@ -62,13 +63,13 @@ func testDeadLetters(t *testing.T, h Harness) {
 	if byID[failing.ID.String()].Headers["correlation-id"] != "c1" {
 		t.Fatalf("the dead letter lost the event's headers: %v", byID[failing.ID.String()].Headers)
 	}
-	waitFor(t, "three dead-letter settlements", func() bool { return rec.count(ActionDeadLetter) == 3 })
+	waitFor(t, "three dead-letter settlements", func() bool { return rec.count(subscribers.ActionDeadLetter) == 3 })
 	f.stop(s)
 	for _, st := range rec.list() {
-		if st.Action == ActionDeadLetter && st.Err == nil {
+		if st.Action == subscribers.ActionDeadLetter && st.Err == nil {
 			t.Fatalf("dead-letter settlement without its error: %+v", st)
 		}
-		if st.Action == ActionAck {
+		if st.Action == subscribers.ActionAck {
 			t.Fatalf("a failing message was acknowledged: %+v", st)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxgo/outbox/subscribers"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -37,7 +38,7 @@ func testDelivery(t *testing.T, h Harness) {
 		!maps.Equal(m.Headers, ev.Headers) || !m.CreatedAt.Equal(ev.CreatedAt) || m.Delivery != 1 {
 		t.Fatalf("handler got %+v\nfrom %+v", m, ev)
 	}
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	f.stop(s)
 	if n := f.effects(ev.ID); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
@@ -69,7 +70,7 @@ func testDuplicateHasOneEffect(t *testing.T, h Harness) {
 		return f.effect(ctx, tx, m)
 	}
 	s := f.start(c)
-	waitFor(t, "three acks", func() bool { return rec.count(ActionAck) == 3 })
+	waitFor(t, "three acks", func() bool { return rec.count(subscribers.ActionAck) == 3 })
 	f.stop(s)
 	if n := f.effects(ev.ID); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
@@ -111,14 +112,14 @@ func testRetryThenSucceed(t *testing.T, h Harness) {
 	}
 	s := f.start(c)
 	f.Publish(t, ev)
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	f.stop(s)
 	got := rec.list()
 	if len(got) != 3 {
 		t.Fatalf("settlements %s, want retry, retry, ack", rec.actions())
 	}
 	for i, st := range got {
-		want := []Action{ActionRetry, ActionRetry, ActionAck}[i]
+		want := []subscribers.Action{subscribers.ActionRetry, subscribers.ActionRetry, subscribers.ActionAck}[i]
 		if st.Action != want || st.Delivery != i+1 || st.Message.Delivery != i+1 || st.Message.ID != ev.ID {
 			t.Fatalf("settlement %d: %+v, want %s on delivery %d", i, st, want, i+1)
 		}
@@ -179,10 +180,10 @@ func testAckAfterCommit(t *testing.T, h Harness) {
 		}
 	}
 	release()
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	f.stop(s)
 	got := rec.list()
-	if len(got) != 2 || got[0].Action != ActionRetry || got[0].Err == nil || got[0].Outcome != 0 || got[1].Action != ActionAck {
+	if len(got) != 2 || got[0].Action != subscribers.ActionRetry || got[0].Err == nil || got[0].Outcome != 0 || got[1].Action != subscribers.ActionAck {
 		t.Fatalf("settlements %s, want retry (the commit failed), ack", rec.actions())
 	}
 	if n, m := calls.Load(), f.effects(ev.ID); n != 2 || m != 1 {

@@ -2,6 +2,7 @@ package subscribertest
 
 import (
 	"context"
+	"github.com/outboxgo/outbox/subscribers"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,7 @@ func orphan(t *testing.T, h Harness, maxDeliveries int) {
 	var rec recorder
 	c := rec.hook(f.config("orphan"))
 	c.RedeliverAfter = redeliverAfter
-	c.MaxDeliveries = maxDeliveries
+	c.Options.MaxDeliveries = maxDeliveries
 	f.Publish(t, evs...)
 	f.Orphan(t, c, len(evs))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -58,15 +59,15 @@ func orphan(t *testing.T, h Harness, maxDeliveries int) {
 		return f.effect(ctx, tx, m)
 	}
 	s := f.start(c)
-	waitFor(t, "both messages settled", func() bool { return rec.count(ActionAck)+rec.count(ActionDeadLetter) == 2 })
+	waitFor(t, "both messages settled", func() bool { return rec.count(subscribers.ActionAck)+rec.count(subscribers.ActionDeadLetter) == 2 })
 	f.stop(s)
 	for _, st := range rec.list() {
 		switch {
-		case st.Message.ID == committed.ID && (st.Action != ActionAck || st.Outcome != inbox.Duplicate):
+		case st.Message.ID == committed.ID && (st.Action != subscribers.ActionAck || st.Outcome != inbox.Duplicate):
 			t.Fatalf("settlements %s: the committed message settled %+v, want ack of a duplicate", rec.actions(), st)
-		case st.Message.ID == taken.ID && !exhausted && (st.Action != ActionAck || st.Outcome != inbox.Handled):
+		case st.Message.ID == taken.ID && !exhausted && (st.Action != subscribers.ActionAck || st.Outcome != inbox.Handled):
 			t.Fatalf("settlements %s: the other settled %+v, want ack, handled", rec.actions(), st)
-		case st.Message.ID == taken.ID && exhausted && (st.Action != ActionDeadLetter || st.Err == nil || st.Delivery != 2):
+		case st.Message.ID == taken.ID && exhausted && (st.Action != subscribers.ActionDeadLetter || st.Err == nil || st.Delivery != 2):
 			t.Fatalf("settlements %s: the other settled %+v, want dead-lettered on delivery 2", rec.actions(), st)
 		}
 	}
@@ -112,7 +113,7 @@ func testSlowHandlerKeepsMessage(t *testing.T, h Harness) {
 	}
 	s1, s2 := f.start(c), f.start(c)
 	f.Publish(t, ev)
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	f.stop(s1)
 	f.stop(s2)
 	if got := rec.list(); len(got) != 1 || got[0].Delivery != 1 || runs.Load() != 1 {
@@ -173,7 +174,7 @@ func testOutage(t *testing.T, h Harness) {
 		t.Fatalf("the handler ran %d times, want 2 (a redelivery after the lost ack is a duplicate)", n)
 	}
 	for _, st := range rec.list() {
-		if st.Action == ActionDeadLetter {
+		if st.Action == subscribers.ActionDeadLetter {
 			t.Fatalf("dead-lettered during the outage: %+v", st)
 		}
 	}
@@ -231,7 +232,7 @@ func testStopDuringOutage(t *testing.T, h Harness) {
 		t.Fatalf("the handler in flight at Stop: %d effects, want 1", n)
 	}
 	for _, st := range rec.list() {
-		if st.Action == ActionDeadLetter {
+		if st.Action == subscribers.ActionDeadLetter {
 			t.Fatalf("dead-lettered during the outage: %+v", st)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxgo/outbox/subscribers"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,7 +74,8 @@ func newFixture(t *testing.T, env Env) *fixture {
 // config is a subscriber config of group with the fixture's inbox and the
 // effect handler, quick to retry.
 func (f *fixture) config(group string) Config {
-	return Config{Inbox: f.in, Handler: f.effect, Group: group, BackoffMin: backoffMin, BackoffMax: backoffMax}
+	return Config{Inbox: f.in, Handler: f.effect, Group: group,
+		Options: subscribers.Options{Backoff: outbox.Backoff{Min: backoffMin, Max: backoffMax}}}
 }
 
 // effect is the handler's effect: a row (msg.ID, msg.Key) in the effects
@@ -206,7 +208,7 @@ func events(n int) []outbox.Message {
 // recorder collects what a subscriber's hooks report, in order.
 type recorder struct {
 	mu      sync.Mutex
-	settled []Settlement
+	settled []subscribers.Settlement
 	log     []string // "commit <id> <outcome>" and "settle <id> <action>"
 	// onCommit, when set, is called on each AfterCommit, after it is
 	// logged: a case may block the subscriber there, between commit and
@@ -216,8 +218,8 @@ type recorder struct {
 
 // hook installs the recorder in c.
 func (r *recorder) hook(c Config) Config {
-	c.AfterCommit = r.commit
-	c.AfterSettle = r.settle
+	c.Options.Hooks.AfterCommit = r.commit
+	c.Options.Hooks.AfterSettle = r.settle
 	return c
 }
 
@@ -231,17 +233,17 @@ func (r *recorder) commit(m inbox.Message, o inbox.Outcome) {
 	}
 }
 
-func (r *recorder) settle(s Settlement) {
+func (r *recorder) settle(s subscribers.Settlement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.settled = append(r.settled, s)
 	r.log = append(r.log, fmt.Sprintf("settle %s %s", s.Message.ID, s.Action))
 }
 
-func (r *recorder) list() []Settlement {
+func (r *recorder) list() []subscribers.Settlement {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Settlement(nil), r.settled...)
+	return append([]subscribers.Settlement(nil), r.settled...)
 }
 
 func (r *recorder) events() []string {
@@ -250,7 +252,7 @@ func (r *recorder) events() []string {
 	return append([]string(nil), r.log...)
 }
 
-func (r *recorder) count(a Action) int {
+func (r *recorder) count(a subscribers.Action) int {
 	n := 0
 	for _, s := range r.list() {
 		if s.Action == a {

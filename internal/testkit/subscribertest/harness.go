@@ -30,6 +30,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Harness adapts one broker's subscriber to the suite.
@@ -129,19 +130,13 @@ type Config struct {
 	// Group: subscribers with the same group share the topic's messages
 	// (a JetStream durable, a consumer group; RabbitMQ's one queue).
 	Group string
-	// MaxDeliveries is the deliveries before dead-lettering; 0 the default.
-	MaxDeliveries int
-	// Concurrency is the handlers run at once; 0 the default (1).
-	Concurrency int
-	// BackoffMin and BackoffMax bound the retry delays, without jitter.
-	BackoffMin, BackoffMax time.Duration
 	// RedeliverAfter is how long a silent consumer keeps a message (see
 	// Features.Redelivers); 0 leaves the harness's choice.
 	RedeliverAfter time.Duration
-	// AfterCommit and AfterSettle go to the subscriber's hooks of the same
-	// name, the settlement translated.
-	AfterCommit func(inbox.Message, inbox.Outcome)
-	AfterSettle func(Settlement)
+	// Options go to the subscriber's as they are: the suite sets
+	// MaxDeliveries, Concurrency, a Backoff without jitter and the Hooks;
+	// the harness may add a Logger.
+	Options subscribers.Options
 }
 
 // Subscriber is what the four subscribers have in common.
@@ -149,48 +144,6 @@ type Subscriber interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	Run(ctx context.Context) error
-}
-
-// Settlement is a subscriber's settlement, translated.
-type Settlement struct {
-	Message  inbox.Message
-	Delivery int
-	Outcome  inbox.Outcome
-	Err      error
-	Action   Action
-	// Delay is the wait before the next delivery, for ActionRetry.
-	Delay time.Duration
-}
-
-// Action is how a delivery was settled.
-type Action int
-
-const (
-	// ActionAck: handled or a duplicate; acknowledged (an offset
-	// committed).
-	ActionAck Action = iota + 1
-	// ActionRetry: failed; to be delivered again after Delay. A broker
-	// that hands a message back the same way after a failure and after a
-	// hard Stop (NATS: Nak) reports both as a retry.
-	ActionRetry
-	// ActionDeadLetter: sent to the dead-letter destination, acknowledged.
-	ActionDeadLetter
-	// ActionRelease: not finished (a hard Stop); handed back uncounted.
-	ActionRelease
-)
-
-func (a Action) String() string {
-	switch a {
-	case ActionAck:
-		return "ack"
-	case ActionRetry:
-		return "retry"
-	case ActionDeadLetter:
-		return "dead-letter"
-	case ActionRelease:
-		return "release"
-	}
-	return "none"
 }
 
 // DeadLetter is a message of the dead-letter destination, translated.

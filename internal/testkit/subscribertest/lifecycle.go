@@ -3,6 +3,7 @@ package subscribertest
 import (
 	"context"
 	"errors"
+	"github.com/outboxgo/outbox/subscribers"
 	"testing"
 	"time"
 
@@ -19,11 +20,11 @@ func testResume(t *testing.T, h Harness) {
 	var first, second recorder
 	s := f.start(first.hook(f.config("resume")))
 	f.Publish(t, evs[:10]...)
-	waitFor(t, "ten acks", func() bool { return first.count(ActionAck) == 10 })
+	waitFor(t, "ten acks", func() bool { return first.count(subscribers.ActionAck) == 10 })
 	f.stop(s)
 	f.Publish(t, evs[10:]...)
 	s = f.start(second.hook(f.config("resume")))
-	waitFor(t, "ten more acks", func() bool { return second.count(ActionAck) == 10 })
+	waitFor(t, "ten more acks", func() bool { return second.count(subscribers.ActionAck) == 10 })
 	f.stop(s)
 	for _, st := range second.list() {
 		if st.Outcome != inbox.Handled || index(evs, st.Message.ID) < 10 {
@@ -44,7 +45,7 @@ func testGracefulStop(t *testing.T, h Harness) {
 	evs := events(2)
 	g := newGate(evs[0].ID)
 	c := f.config("stop")
-	c.Concurrency = 1
+	c.Options.Concurrency = 1
 	c.Handler = g.wrap(f.effect)
 	s := f.start(c)
 	release := releaser(t, g.released)
@@ -83,7 +84,7 @@ func testHardStop(t *testing.T, h Harness) {
 	inside := make(chan struct{})
 	var rec recorder
 	c := rec.hook(f.config("hard"))
-	c.MaxDeliveries = 1
+	c.Options.MaxDeliveries = 1
 	c.Handler = func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 		close(inside)
 		<-ctx.Done()
@@ -98,7 +99,7 @@ func testHardStop(t *testing.T, h Harness) {
 		t.Fatalf("Stop = %v, want the deadline", err)
 	}
 	got := rec.list()
-	if len(got) != 1 || got[0].Action == ActionAck || got[0].Action == ActionDeadLetter || !errors.Is(got[0].Err, context.Canceled) {
+	if len(got) != 1 || got[0].Action == subscribers.ActionAck || got[0].Action == subscribers.ActionDeadLetter || !errors.Is(got[0].Err, context.Canceled) {
 		t.Fatalf("settlements %s, want one handing the message back", rec.actions())
 	}
 	if ids, _ := f.effectOrder(); len(ids) != 0 {
@@ -128,7 +129,7 @@ func testRunUntilCancelled(t *testing.T, h Harness) {
 		}
 	})
 	f.Publish(t, ev)
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	cancel()
 	if err := waitChan(t, "Run to return", ran); err != nil {
 		t.Fatalf("Run = %v, want nil after its context ended", err)
@@ -170,7 +171,7 @@ func testLifecycle(t *testing.T, h Harness) {
 	}
 	ev := events(1)[0]
 	f.Publish(t, ev)
-	waitFor(t, "the ack", func() bool { return rec.count(ActionAck) == 1 })
+	waitFor(t, "the ack", func() bool { return rec.count(subscribers.ActionAck) == 1 })
 	if err := s.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}

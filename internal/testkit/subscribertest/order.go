@@ -3,6 +3,7 @@ package subscribertest
 import (
 	"context"
 	"fmt"
+	"github.com/outboxgo/outbox/subscribers"
 	"sync/atomic"
 	"testing"
 
@@ -20,10 +21,10 @@ func testOrder(t *testing.T, h Harness) {
 	evs := events(20)
 	var rec recorder
 	c := rec.hook(f.config("order"))
-	c.Concurrency = 1
+	c.Options.Concurrency = 1
 	f.Publish(t, evs...)
 	s := f.start(c)
-	waitFor(t, "twenty acks", func() bool { return rec.count(ActionAck) == len(evs) })
+	waitFor(t, "twenty acks", func() bool { return rec.count(subscribers.ActionAck) == len(evs) })
 	f.stop(s)
 	ids, _ := f.effectOrder()
 	if len(ids) != len(evs) {
@@ -49,10 +50,10 @@ func testOrderPerKey(t *testing.T, h Harness) {
 	}
 	var rec recorder
 	c := rec.hook(f.config("keys"))
-	c.Concurrency = 4
+	c.Options.Concurrency = 4
 	f.Publish(t, evs...)
 	s := f.start(c)
-	waitFor(t, "forty acks", func() bool { return rec.count(ActionAck) == len(evs) })
+	waitFor(t, "forty acks", func() bool { return rec.count(subscribers.ActionAck) == len(evs) })
 	f.stop(s)
 	ids, keys := f.effectOrder()
 	last := map[string]int{}
@@ -78,7 +79,7 @@ func testConcurrency(t *testing.T, h Harness) {
 	entered, released := make(chan struct{}, len(evs)), make(chan struct{})
 	var rec recorder
 	c := rec.hook(f.config("concurrent"))
-	c.Concurrency = n
+	c.Options.Concurrency = n
 	c.Handler = func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 		now := inside.Add(1)
 		defer inside.Add(-1)
@@ -102,7 +103,7 @@ func testConcurrency(t *testing.T, h Harness) {
 		waitChan(t, fmt.Sprintf("handler %d of %d to run at once", i+1, n), entered)
 	}
 	release()
-	waitFor(t, "every ack", func() bool { return rec.count(ActionAck) == len(evs) })
+	waitFor(t, "every ack", func() bool { return rec.count(subscribers.ActionAck) == len(evs) })
 	f.stop(s)
 	if m := most.Load(); m != n {
 		t.Fatalf("%d handlers ran at once, want %d", m, n)
@@ -120,7 +121,7 @@ func testSharedGroup(t *testing.T, h Harness) {
 	}
 	var rec recorder
 	c := rec.hook(f.config("shared"))
-	c.Concurrency = 2
+	c.Options.Concurrency = 2
 	s1, s2 := f.start(c), f.start(c)
 	f.Publish(t, evs...)
 	waitFor(t, "every message acked", func() bool { return handled(rec.list()) == len(evs) })
@@ -133,10 +134,10 @@ func testSharedGroup(t *testing.T, h Harness) {
 }
 
 // handled counts the acknowledged settlements whose outcome is Handled.
-func handled(sts []Settlement) int {
+func handled(sts []subscribers.Settlement) int {
 	n := 0
 	for _, st := range sts {
-		if st.Action == ActionAck && st.Outcome == inbox.Handled {
+		if st.Action == subscribers.ActionAck && st.Outcome == inbox.Handled {
 			n++
 		}
 	}
