@@ -33,6 +33,9 @@ type Database struct {
 	Name string
 	// Schemes are the URL schemes it serves: "postgres", "postgresql".
 	Schemes []string
+	// Forms are its URL forms, for help texts:
+	// "postgres://user:pass@host:5432/db".
+	Forms []string
 	// Params are the URL parameters it reads beyond the driver's own.
 	Params []Param
 	// Validate checks a URL's form without connecting. Nil: Open checks.
@@ -109,8 +112,13 @@ type Broker struct {
 	Name string
 	// Schemes are the URL schemes it serves: "nats".
 	Schemes []string
+	// Forms are its URL forms, for help texts: "nats://host:4222".
+	Forms []string
 	// Params are the URL parameters it reads.
 	Params []Param
+	// Validate checks a URL's form and parameters without connecting.
+	// Nil: Open checks.
+	Validate func(rawURL string) error
 	// Open returns a publisher to the broker the URL names, ready to
 	// publish: it creates what the URL asks for (a NATS stream). The
 	// caller checks the credentials with publishers.Checker.
@@ -255,11 +263,11 @@ func lookup[T any](m map[string]T, what, rawURL string) (T, error) {
 	}
 	sch := Scheme(rawURL)
 	if sch == "" {
-		return zero, fmt.Errorf("%s URL %s: not a URL (want %s://…)", what, redact.URL(rawURL), strings.Join(known, "://…, "))
+		return zero, fmt.Errorf("%s: not a URL (want %s://…)", redact.URL(rawURL), strings.Join(known, "://…, "))
 	}
 	v, ok := m[sch]
 	if !ok {
-		return zero, fmt.Errorf("%s URL %s: unsupported scheme %q (want %s)", what, redact.URL(rawURL), sch, strings.Join(known, ", "))
+		return zero, fmt.Errorf("%s: unsupported scheme %q (want %s)", redact.URL(rawURL), sch, strings.Join(known, ", "))
 	}
 	return v, nil
 }
@@ -299,6 +307,11 @@ func OpenBroker(ctx context.Context, rawURL string, o *BrokerOptions) (publisher
 	b, err := LookupBroker(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if b.Validate != nil {
+		if err := b.Validate(rawURL); err != nil {
+			return nil, err
+		}
 	}
 	opts := o.WithDefaults()
 	return b.Open(ctx, rawURL, &opts)

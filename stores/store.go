@@ -228,3 +228,7 @@ type TxRunner[TTx any] interface {
 type TxClaimer[TTx any] interface {
 	ClaimsInTx(TTx)
 }
+
+// DefaultClaimTimeout is every store's default claim timeout: how long a
+// claim holds its events before another relay may take them.
+const DefaultClaimTimeout = 30 * time.Second
