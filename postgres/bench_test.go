@@ -18,7 +18,7 @@ import (
 // a business UPDATE alone, and with one enqueued event (with and without the
 // NOTIFY that wakes relays), with 1 and 16 concurrent writers.
 //
-//	go test -run '^$' -bench WritePath -benchtime 5s ./stores/postgres/
+//	go test -run '^$' -bench WritePath -benchtime 5s ./postgres/
 func BenchmarkWritePath(b *testing.B) {
 	pool := pgtest.Pool(b)
 	schema := pgtest.Schema(b, pool)
@@ -35,19 +35,21 @@ func BenchmarkWritePath(b *testing.B) {
 	modes := map[string]*postgres.Config{
 		"update-only":                    nil,
 		"update+enqueue":                 {Table: "m_default"},
-		"update+enqueue-notify-every-tx": {Table: "m_every", NotifyDebounce: -1},
+		"update+enqueue-notify-every-tx": {Table: "m_every", NotifyEveryTx: true},
 		"update+enqueue-no-notify":       {Table: "m_none", DisableNotify: true},
 	}
 	for _, mode := range []string{"update-only", "update+enqueue", "update+enqueue-notify-every-tx", "update+enqueue-no-notify"} {
 		var ob *outbox.Outbox[pgx.Tx]
 		if cfg := modes[mode]; cfg != nil {
 			cfg.Schema = schema
-			s, _ := postgres.New(pool, cfg)
-			if err := s.Migrate(ctx); err != nil {
+			db, err := postgres.New(pool, cfg)
+			if err != nil {
 				b.Fatal(err)
 			}
-			d, _ := postgres.NewPgxDriver(cfg)
-			ob = outbox.New(d, nil)
+			if err := db.Store().Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			ob = outbox.New(db, nil)
 		}
 		for _, writers := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/writers=%d", mode, writers), func(b *testing.B) {

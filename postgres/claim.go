@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,7 +78,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 
 	// From the cursor to the last key, then from the first key up to the
 	// cursor, then unordered rows: each step only if the batch is not full.
-	cursor := s.cursor.get()
+	cursor := s.cursor.Get()
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
 	pb.Queue(keyed(false), now, p.Limit, cursor)
@@ -94,7 +93,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 			return err
 		}
 	}
-	s.cursor.advance(cursor, b.recs, len(b.recs) == p.Limit)
+	s.cursor.Advance(cursor, len(b.recs) == p.Limit, recordKeys(b.recs))
 	if left := p.Limit - len(b.recs); left > 0 {
 		var pb pgx.Batch
 		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND key = '' AND available_at <= $1
@@ -184,44 +183,13 @@ func qualified(alias, cols string) string {
 		alias + `.last_error, '')`
 }
 
-// keyCursor remembers where the last keyed claim stopped, so the next one
-// starts after it: keys are served round-robin.
-type keyCursor struct {
-	mu  sync.Mutex
-	key string
-}
-
-func (c *keyCursor) get() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.key
-}
-
-// advance moves the cursor past the keys just claimed when the batch was
-// full (there may be more keys after them), and back to the start when it
-// was not (every key was visited).
-func (c *keyCursor) advance(from string, recs []stores.Record, full bool) {
-	next := ""
-	if full {
-		for _, r := range recs {
-			if r.Key != "" && (next == "" || keyAfter(r.Key, next, from)) {
-				next = r.Key
-			}
-		}
+// recordKeys returns the keys of recs, for the key cursor.
+func recordKeys(recs []stores.Record) []string {
+	keys := make([]string, len(recs))
+	for i := range recs {
+		keys[i] = recs[i].Key
 	}
-	c.mu.Lock()
-	c.key = next
-	c.mu.Unlock()
-}
-
-// keyAfter reports whether a comes after b in a round-robin visit that
-// started after from: keys above from come before keys at or below it.
-func keyAfter(a, b, from string) bool {
-	aHigh, bHigh := a > from, b > from
-	if aHigh != bHigh {
-		return !aHigh
-	}
-	return a > b
+	return keys
 }
 
 type batch struct {

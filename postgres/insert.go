@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -150,9 +149,9 @@ func chunks(msgs []outbox.Message, f func([]outbox.Message) error) error {
 	return nil
 }
 
-// notifier decides which inserts carry a NOTIFY (see Config.NotifyDebounce).
-// It rate-limits on the monotonic wall clock: this is pacing, not a
-// timestamp that is stored.
+// notifier writes the inserts and decides which carry a NOTIFY (see
+// Config.NotifyDebounce). It rate-limits on the monotonic wall clock: this
+// is pacing, not a timestamp that is stored.
 type notifier struct {
 	cfg  Config
 	last atomic.Int64 // nanoseconds since start of the last NOTIFY
@@ -168,7 +167,7 @@ func (n *notifier) shouldNotify() bool {
 	if n.cfg.DisableNotify {
 		return false
 	}
-	if n.cfg.NotifyDebounce < 0 {
+	if n.cfg.NotifyEveryTx {
 		return true
 	}
 	now := int64(time.Since(monoStart))
@@ -177,55 +176,6 @@ func (n *notifier) shouldNotify() bool {
 		return false
 	}
 	return n.last.CompareAndSwap(last, now)
-}
-
-// SQLDriver enqueues through database/sql: outbox.New(driver) gives an
-// *outbox.Outbox[*sql.Tx]. It works with any PostgreSQL driver for
-// database/sql (pgx's stdlib, lib/pq).
-type SQLDriver struct{ n notifier }
-
-// NewSQLDriver returns the database/sql write side for the table cfg names.
-func NewSQLDriver(cfg *Config) (*SQLDriver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &SQLDriver{n: notifier{cfg: c}}, nil
-}
-
-// InsertTx implements outbox.Driver.
-func (d *SQLDriver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
-	if tx == nil {
-		return outbox.ErrNoTransaction
-	}
-	return d.n.insert(msgs, func(q string, args ...any) error {
-		_, err := tx.ExecContext(ctx, q, args...)
-		return err
-	})
-}
-
-// PgxDriver enqueues through pgx v5: outbox.New(driver) gives an
-// *outbox.Outbox[pgx.Tx].
-type PgxDriver struct{ n notifier }
-
-// NewPgxDriver returns the pgx write side for the table cfg names.
-func NewPgxDriver(cfg *Config) (*PgxDriver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &PgxDriver{n: notifier{cfg: c}}, nil
-}
-
-// InsertTx implements outbox.Driver.
-func (d *PgxDriver) InsertTx(ctx context.Context, tx pgx.Tx, msgs []outbox.Message) error {
-	if tx == nil {
-		return outbox.ErrNoTransaction
-	}
-	return d.n.insert(msgs, func(q string, args ...any) error {
-		_, err := tx.Exec(ctx, q, args...)
-		return err
-	})
 }
 
 // insert writes msgs in chunks through exec, the caller's transaction.
@@ -247,8 +197,6 @@ func insertError(err error) error {
 	switch {
 	case errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxClosed):
 		return fmt.Errorf("%w: %w", outbox.ErrNoTransaction, err)
-	case isSchemaMissing(err):
-		return fmt.Errorf("%w: %w", outbox.ErrSchemaMissing, err)
 	}
-	return fmt.Errorf("postgres: enqueue: %w", err)
+	return wrap("enqueue", err)
 }

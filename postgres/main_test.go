@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/outboxgo/outbox/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testenv.ExamplesNeed("PostgreSQL", "127.0.0.1:5432")
+	goleak.VerifyTestMain(m)
+}

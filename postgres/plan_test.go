@@ -40,13 +40,14 @@ func TestClaimAfterBacklogGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := postgres.New(pool, cfg)
+	db, err := postgres.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	s := db.Store()
 	table := `"` + cfg.Schema + `".messages`
 	insert := func(from, to, keys int) {
 		t.Helper()
@@ -81,7 +82,7 @@ func TestClaimAfterBacklogGrows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, err := other.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now()})
+	held, err := other.Store().Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -19,10 +18,14 @@ import (
 	"github.com/outboxgo/outbox/stores/storetest"
 )
 
+// bundle is a test's own schema, migrated, with the backend on it through
+// pgx and through database/sql.
 type bundle struct {
 	pool  *pgxpool.Pool
 	db    *sql.DB
 	cfg   *postgres.Config
+	pg    *postgres.DB
+	sqldb *postgres.SQLDB
 	store *postgres.Store
 }
 
@@ -30,26 +33,26 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	cfg := &postgres.Config{Schema: pgtest.Schema(t, pool)}
-	s, err := postgres.New(pool, cfg)
+	pg, err := postgres.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(context.Background()); err != nil {
+	if err := pg.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { _ = db.Close() })
-	return bundle{pool: pool, db: db, cfg: cfg, store: s}
+	sqldb, err := postgres.NewSQL(db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bundle{pool: pool, db: db, cfg: cfg, pg: pg, sqldb: sqldb, store: pg.Store()}
 }
 
 func TestConformancePgx(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		d, err := postgres.NewPgxDriver(b.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob := outbox.New(d, nil)
+		ob := outbox.New(b.pg, nil)
 		return storetest.Harness{Store: b.store, Enqueue: func(ctx context.Context, msgs []outbox.Message, commit bool) error {
 			err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 				if err := ob.Enqueue(ctx, tx, msgs...); err != nil {
@@ -98,11 +101,7 @@ var errRollback = errors.New("rollback on purpose")
 func TestConformanceDatabaseSQL(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		d, err := postgres.NewSQLDriver(b.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob := outbox.New(d, nil)
+		ob := outbox.New(b.sqldb, nil)
 		return storetest.Harness{Store: b.store, Enqueue: func(ctx context.Context, msgs []outbox.Message, commit bool) error {
 			tx, err := b.db.BeginTx(ctx, nil)
 			if err != nil {
@@ -126,8 +125,7 @@ func TestConformanceDatabaseSQL(t *testing.T) {
 func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	sd, _ := postgres.NewSQLDriver(b.cfg)
-	pd, _ := postgres.NewPgxDriver(b.cfg)
+	sd, pd := b.sqldb, b.pg
 	m := outbox.Message{Topic: "orders"}
 
 	if err := outbox.New(sd, nil).Enqueue(ctx, nil, m); !errors.Is(err, outbox.ErrNoTransaction) {
@@ -162,7 +160,11 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 func TestSchemaMissing(t *testing.T) {
 	pool := pgtest.Pool(t)
 	cfg := &postgres.Config{Schema: pgtest.Schema(t, pool)} // never migrated
-	s, _ := postgres.New(pool, cfg)
+	d, err := postgres.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Store()
 	ctx := context.Background()
 	if err := s.CheckSchema(ctx); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("CheckSchema: %v, want ErrSchemaMissing", err)
@@ -176,8 +178,7 @@ func TestSchemaMissing(t *testing.T) {
 	if _, err := s.Blocked(ctx, stores.BlockedParams{}); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("Blocked: %v, want ErrSchemaMissing", err)
 	}
-	d, _ := postgres.NewPgxDriver(cfg)
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "x"})
 	})
 	if !errors.Is(err, outbox.ErrSchemaMissing) {
@@ -196,42 +197,12 @@ func TestBadIdentifiers(t *testing.T) {
 		if _, err := postgres.New(nil, &c); !errors.Is(err, stores.ErrBadIdentifier) {
 			t.Errorf("New(%+v) = %v, want ErrBadIdentifier", c, err)
 		}
-		if _, err := postgres.NewSQLDriver(&c); !errors.Is(err, stores.ErrBadIdentifier) {
-			t.Errorf("NewSQLDriver(%+v) = %v, want ErrBadIdentifier", c, err)
+		if _, err := postgres.NewSQL(nil, &c); !errors.Is(err, stores.ErrBadIdentifier) {
+			t.Errorf("NewSQL(%+v) = %v, want ErrBadIdentifier", c, err)
 		}
-	}
-}
-
-func TestMigrateIsIdempotent(t *testing.T) {
-	b := setup(t) // migrated once through pgx
-	ctx := context.Background()
-	if err := b.store.Migrate(ctx); err != nil {
-		t.Fatalf("second Migrate: %v", err)
-	}
-	if err := postgres.Migrate(ctx, b.db, b.cfg); err != nil {
-		t.Fatalf("Migrate through database/sql: %v", err)
-	}
-	var partial bool
-	err := b.pool.QueryRow(ctx, `SELECT indexdef LIKE '%WHERE ((status = 0) AND (key = ''''::text))%' FROM pg_indexes
-		WHERE schemaname = $1 AND indexname = 'messages_pending'`, b.cfg.Schema).Scan(&partial)
-	if err != nil || !partial {
-		t.Fatalf("pending index is not partial on pending rows (err %v)", err)
-	}
-}
-
-// The plain SQL file for goose, golang-migrate and atlas users is the
-// template rendered with the defaults; this keeps them from drifting.
-func TestPlainSQLFileMatches(t *testing.T) {
-	want, err := postgres.SchemaSQL(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("migrations/001_outbox.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("migrations/001_outbox.up.sql is stale; regenerate it with: go run ./cmd/outbox migrate --print > stores/postgres/migrations/001_outbox.up.sql")
+		if _, err := postgres.SchemaSQL(&c); !errors.Is(err, stores.ErrBadIdentifier) {
+			t.Errorf("SchemaSQL(%+v) = %v, want ErrBadIdentifier", c, err)
+		}
 	}
 }
 
@@ -251,9 +222,8 @@ func TestListenWakes(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	waitWake(t, woke) // the wake on connect
-	d, _ := postgres.NewPgxDriver(b.cfg)
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "x"})
+		return outbox.New(b.pg, nil).Enqueue(ctx, tx, outbox.Message{Topic: "x"})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,53 +10,42 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
-// Store is the relay side of a PostgreSQL outbox, over a pgx pool. It
-// implements stores.Store and stores.Listener.
+// Store is the relay's store of the outbox table, over the pgx pool of its
+// DB: it implements stores.Store, stores.Listener (LISTEN/NOTIFY) and
+// stores.TxClaimer[pgx.Tx] (a claim is a transaction that in-process
+// handlers join). Get it from DB.Store.
 type Store struct {
 	pool   *pgxpool.Pool
 	cfg    Config
 	nm     names
-	cursor keyCursor
+	mig    *migrator
+	cursor sqlkit.KeyCursor
 }
 
 var (
-	_ stores.Store    = (*Store)(nil)
-	_ stores.Listener = (*Store)(nil)
+	_ stores.Store             = (*Store)(nil)
+	_ stores.Listener          = (*Store)(nil)
+	_ stores.TxClaimer[pgx.Tx] = (*Store)(nil)
 )
 
-// New returns the store for the table cfg names (nil: outbox.messages). The
-// pool stays the caller's to close.
-func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &Store{pool: pool, cfg: c, nm: c.names()}, nil
-}
-
-// Config returns the store's configuration with defaults applied.
+// Config returns the configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
 // ClaimTimeout implements stores.Store: Config.ClaimTimeout.
 func (s *Store) ClaimTimeout() time.Duration { return s.cfg.ClaimTimeout }
 
 // ClaimsInTx implements stores.TxClaimer: a claim is a pgx.Tx that
-// in-process handlers join (see batch.RunInTx).
+// in-process handlers join (see relay.Handlers).
 func (s *Store) ClaimsInTx(pgx.Tx) {}
 
-// Migrate implements stores.Store.
+// Migrate implements stores.Store: it brings the outbox table to the latest
+// schema version (DB.Migrate does the inbox table too).
 func (s *Store) Migrate(ctx context.Context) error {
-	q, err := migrateSQL(s.cfg)
-	if err != nil {
-		return err
-	}
-	if _, err := s.pool.Exec(ctx, q); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	return nil
+	return s.mig.up(ctx, pgxBegin(s.pool), s.mig.outbox)
 }
 
 // CheckSchema returns ErrSchemaMissing (wrapped) unless the table exists.
@@ -72,12 +61,10 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	return nil
 }
 
-// wrap names the operation and turns a missing table into ErrSchemaMissing.
+// wrap names the operation and turns a missing table into
+// outbox.ErrSchemaMissing.
 func wrap(op string, err error) error {
-	if isSchemaMissing(err) {
-		return fmt.Errorf("postgres: %s: %w: %w", op, outbox.ErrSchemaMissing, err)
-	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	return sqlkit.Wrap("postgres", op, err, isSchemaMissing)
 }
 
 const recordCols = `id, topic, key, type, payload, headers, created_at, available_at, attempts, coalesce(last_error, '')`

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	redispub "github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/redis"
 )
 
 // BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to a
@@ -16,7 +16,7 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	const batch = 1000
 	rdb := connect(b)
-	pub := newPublisher(b, redispub.Config{URL: redisURL(), StreamPrefix: newPrefix(b, rdb)})
+	pub := newPublisher(b, redis.PublisherConfig{URL: redisURL(), StreamPrefix: newPrefix(b, rdb)})
 	b.Cleanup(func() { _ = pub.Close() })
 	payload := bytes.Repeat([]byte("x"), 200)
 	msgs := make([]outbox.Message, batch)

@@ -19,10 +19,10 @@ var _ publishers.Checker = (*Publisher)(nil)
 const checkTopic = "outbox-check"
 
 // Check verifies that Redis accepts the configuration: on a connection of
-// its own (a client made from Config.URL for this call, closed after it),
-// the handshake — AUTH or HELLO with the URL's credentials, SELECT of its
-// database — and a PING; then that the user may run XADD: MULTI, an XADD
-// of a probe entry, DISCARD. Redis checks a queued command's permissions
+// its own (a client made from PublisherConfig.URL for this call, closed
+// after it), the handshake — AUTH or HELLO with the URL's credentials,
+// SELECT of its database — and a PING; then that the user may run XADD:
+// MULTI, an XADD of a probe entry, DISCARD. Redis checks a queued command's permissions
 // when it queues it, and DISCARD drops it, so nothing is ever appended.
 //
 // It returns an error classified publishers.Misconfigured when Redis
@@ -31,10 +31,12 @@ const checkTopic = "outbox-check"
 // publishers.Unavailable when it cannot be reached. Key permissions depend
 // on the topics, which Check does not know: a NOPERM for the probe's key
 // passes here and fails the messages of a forbidden stream at Publish,
-// as Misconfigured. A user without MULTI skips the XADD probe.
+// as Misconfigured. A user without MULTI skips the XADD probe (logged at
+// level Info).
 //
-// With Config.Client set, Check sends a PING through that client, which
-// proves the credentials only when the PING opens a new connection.
+// With PublisherConfig.Client set, Check sends a PING through that
+// client, which proves the credentials only when the PING opens a new
+// connection.
 func (p *Publisher) Check(ctx context.Context) error {
 	p.mu.RLock()
 	closed := p.closed
@@ -66,8 +68,9 @@ func (p *Publisher) Check(ctx context.Context) error {
 		return classify(fmt.Errorf("redis publisher: check %s: %w", where, err))
 	}
 	if err := conn.Do(ctx, "MULTI").Err(); err != nil {
-		if isNoPerm(err) {
-			return nil // no transactions for this user: nothing to probe with
+		if isNoPerm(err) { // no transactions for this user: nothing to probe with
+			p.log.Info("redis publisher: check: the user may not run MULTI, so XADD's permission is not probed; the first publish proves it", "url", where)
+			return nil
 		}
 		return classify(fmt.Errorf("redis publisher: check %s: MULTI: %w", where, err))
 	}

@@ -10,14 +10,14 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/publishers"
-	redispub "github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/redis"
 )
 
 // TestCheckWithoutMulti: a user who may XADD but not MULTI passes Check
 // (its probe needs a transaction) and publishes.
 func TestCheckWithoutMulti(t *testing.T) {
 	s := startPrivateRedis(t)
-	p := newPublisher(t, redispub.Config{URL: s.url(s.addUser(t, "nomulti", "~*", "+@all", "-multi"), 0)})
+	p := newPublisher(t, redis.PublisherConfig{URL: s.url(s.addUser(t, "nomulti", "~*", "+@all", "-multi"), 0)})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -39,7 +39,7 @@ func TestKeyPermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, prefix := range []string{"other:", "allowed:"} {
-		p := newPublisher(t, redispub.Config{URL: user, StreamPrefix: prefix})
+		p := newPublisher(t, redis.PublisherConfig{URL: user, StreamPrefix: prefix})
 		defer p.Close()
 		if err := p.Check(ctx); err != nil {
 			t.Fatalf("prefix %q: Check: %v", prefix, err)
@@ -70,7 +70,7 @@ func TestCheckUnreachable(t *testing.T) {
 	s := startPrivateRedis(t)
 	addr := s.addr
 	s.admin.Shutdown(context.Background()) // the private server only
-	p := newPublisher(t, redispub.Config{URL: "redis://:s3cret@" + addr + "/0?dial_timeout=1s"})
+	p := newPublisher(t, redis.PublisherConfig{URL: "redis://:s3cret@" + addr + "/0?dial_timeout=1s"})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ func TestCheckUnreachable(t *testing.T) {
 	}
 }
 
-// TestCheckWithClient: with Config.Client, Check pings through it.
+// TestCheckWithClient: with PublisherConfig.Client, Check pings through it.
 func TestCheckWithClient(t *testing.T) {
 	s := startPrivateRedis(t)
 	for _, c := range []struct {
@@ -94,7 +94,7 @@ func TestCheckWithClient(t *testing.T) {
 		{"wrong", publishers.IsMisconfigured},
 	} {
 		rdb := goredis.NewClient(&goredis.Options{Addr: s.addr, Password: c.pw})
-		p := newPublisher(t, redispub.Config{Client: rdb})
+		p := newPublisher(t, redis.PublisherConfig{Client: rdb})
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		if err := p.Check(ctx); !c.want(err) {
 			t.Errorf("password %q: Check: %v", c.pw, err)

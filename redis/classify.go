@@ -31,15 +31,12 @@ var misconfiguredPrefixes = []string{
 	"ERR Protocol error: unauthenticated", // a long command before AUTH
 }
 
-// Classify marks an error of a go-redis command the way Publish marks its
-// messages' errors: publishers.Misconfigured when Redis refuses the
-// configuration (credentials, permissions, database),
+// classify marks an error of a go-redis command the way Publish marks its
+// messages' errors, for the relay: publishers.Misconfigured when Redis
+// refuses the configuration (credentials, permissions, database),
 // publishers.Unavailable when it cannot be reached or cannot take writes
-// now, unmarked otherwise; nil stays nil. subscribers/redis uses it to tell
-// a refusal from an outage.
-func Classify(err error) error { return classify(err) }
-
-// classify marks err for the relay.
+// now, unmarked otherwise; nil stays nil. The Subscriber uses it to tell a
+// refusal from an outage.
 func classify(err error) error {
 	if err == nil {
 		return nil

@@ -9,8 +9,18 @@ import (
 	"github.com/google/uuid"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	redispub "github.com/outboxgo/outbox/redis"
+)
+
+// Fields of every stream entry the Publisher appends, in this order.
+const (
+	FieldID        = "id"
+	FieldKey       = "key"
+	FieldType      = "type"
+	FieldPayload   = "payload"
+	FieldCreatedAt = "created_at"
+	FieldHeaders   = "headers"
 )
 
 // Fields the subscriber adds to a dead-lettered entry, besides the
@@ -31,7 +41,37 @@ const (
 // maxErrorField bounds FieldError's length.
 const maxErrorField = 4096
 
-// Decode turns a stream entry written by publishers/redis into an
+// headersField is the FieldHeaders value of m's entry.
+func headersField(m *outbox.Message) (string, error) {
+	if len(m.Headers) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(m.Headers)
+	return string(b), err
+}
+
+// values are the fields of m's entry, in order; headers is its
+// headersField.
+func values(m *outbox.Message, headers string) []any {
+	created := ""
+	if !m.CreatedAt.IsZero() {
+		created = m.CreatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return []any{
+		FieldID, m.ID.String(),
+		FieldKey, m.Key,
+		FieldType, m.Type,
+		FieldPayload, payload,
+		FieldCreatedAt, created,
+		FieldHeaders, headers,
+	}
+}
+
+// Decode turns a stream entry written by the Publisher into an
 // inbox.Message: the ID from the id field (a UUID), the topic from the
 // stream's name less streamPrefix, key, type, payload and created_at from
 // their fields, and Headers from the headers field's JSON object. delivery
@@ -51,26 +91,26 @@ func Decode(stream string, e goredis.XMessage, streamPrefix string, delivery int
 		}
 	}
 	out := inbox.Message{Topic: strings.TrimPrefix(stream, streamPrefix), Delivery: delivery,
-		Key: str(redispub.FieldKey), Type: str(redispub.FieldType), Payload: []byte(str(redispub.FieldPayload))}
-	raw := str(redispub.FieldID)
+		Key: str(FieldKey), Type: str(FieldType), Payload: []byte(str(FieldPayload))}
+	raw := str(FieldID)
 	if raw == "" {
-		return out, fmt.Errorf("%w: entry %s has no %s field", inbox.ErrInvalidMessage, e.ID, redispub.FieldID)
+		return out, fmt.Errorf("%w: entry %s has no %s field", inbox.ErrInvalidMessage, e.ID, FieldID)
 	}
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, redispub.FieldID, raw)
+		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, FieldID, raw)
 	}
 	out.ID = id
-	if v := str(redispub.FieldCreatedAt); v != "" {
+	if v := str(FieldCreatedAt); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return out, fmt.Errorf("%w: %s %q: %w", inbox.ErrInvalidMessage, redispub.FieldCreatedAt, v, err)
+			return out, fmt.Errorf("%w: %s %q: %w", inbox.ErrInvalidMessage, FieldCreatedAt, v, err)
 		}
 		out.CreatedAt = t
 	}
-	if v := str(redispub.FieldHeaders); v != "" && v != "{}" {
+	if v := str(FieldHeaders); v != "" && v != "{}" {
 		if err := json.Unmarshal([]byte(v), &out.Headers); err != nil {
-			return out, fmt.Errorf("%w: %s: %w", inbox.ErrInvalidMessage, redispub.FieldHeaders, err)
+			return out, fmt.Errorf("%w: %s: %w", inbox.ErrInvalidMessage, FieldHeaders, err)
 		}
 		if len(out.Headers) == 0 {
 			out.Headers = nil

@@ -2,12 +2,11 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -15,29 +14,20 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 )
 
-// Fields of every stream entry.
-const (
-	FieldID        = "id"
-	FieldKey       = "key"
-	FieldType      = "type"
-	FieldPayload   = "payload"
-	FieldCreatedAt = "created_at"
-	FieldHeaders   = "headers"
-)
-
 // Errors of a message, wrapped with its details.
 var (
 	// ErrClosed: published after Close (unavailable).
 	ErrClosed = errors.New("redis publisher closed")
 	// ErrTooLarge: the payload, or the headers' JSON, exceeds
-	// Config.MaxPayload (permanent).
+	// PublisherConfig.MaxPayload (permanent).
 	ErrTooLarge = errors.New("message too large")
 )
 
 // Publisher publishes outbox messages to Redis Streams. It is safe for
 // concurrent use.
 type Publisher struct {
-	cfg       Config
+	cfg       PublisherConfig
+	log       *slog.Logger
 	rdb       goredis.UniversalClient
 	ownClient bool
 
@@ -47,19 +37,24 @@ type Publisher struct {
 
 var _ publishers.Publisher = (*Publisher)(nil)
 
-// New returns a Publisher. It makes a client from cfg.URL unless cfg.Client
-// is set; it does not wait for Redis to answer, so it succeeds while Redis
-// is down (Publish fails as unavailable until it is up) and when Redis
-// refuses the configuration (Publish fails as misconfigured): Check tells
-// these apart before the first publish.
-func New(cfg Config) (*Publisher, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+// NewPublisher returns a Publisher configured by cfg (nil: every
+// default). It makes a client from cfg.URL unless cfg.Client is set; it
+// does not wait for Redis to answer, so it succeeds while Redis is down
+// (Publish fails as unavailable until it is up) and when Redis refuses the
+// configuration (Publish fails as misconfigured): Check tells these apart
+// before the first publish.
+func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
+	var c PublisherConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	c = c.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, rdb: cfg.Client}
+	p := &Publisher{cfg: c, log: c.Logger, rdb: c.Client}
 	if p.rdb == nil {
-		opts, err := options(cfg.URL)
+		opts, err := options(c.URL)
 		if err != nil {
 			return nil, err
 		}
@@ -71,48 +66,12 @@ func New(cfg Config) (*Publisher, error) {
 // Client returns the client the Publisher publishes with.
 func (p *Publisher) Client() goredis.UniversalClient { return p.rdb }
 
-// Capabilities: Redis 7 does not drop re-sent entries, and a failed XADD
-// does not stop the next one of its pipeline.
-func (p *Publisher) Capabilities() publishers.Capabilities {
-	return publishers.Capabilities{}
-}
-
 // stream maps a topic to a stream key.
 func (p *Publisher) stream(topic string) string {
 	if p.cfg.Stream != nil {
 		return p.cfg.Stream(topic)
 	}
 	return p.cfg.StreamPrefix + topic
-}
-
-// headersField is the FieldHeaders value of m's entry.
-func headersField(m *outbox.Message) (string, error) {
-	if len(m.Headers) == 0 {
-		return "{}", nil
-	}
-	b, err := json.Marshal(m.Headers)
-	return string(b), err
-}
-
-// values are the fields of m's entry, in order; headers is its
-// headersField.
-func values(m *outbox.Message, headers string) []any {
-	created := ""
-	if !m.CreatedAt.IsZero() {
-		created = m.CreatedAt.UTC().Format(time.RFC3339Nano)
-	}
-	payload := m.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	return []any{
-		FieldID, m.ID.String(),
-		FieldKey, m.Key,
-		FieldType, m.Type,
-		FieldPayload, payload,
-		FieldCreatedAt, created,
-		FieldHeaders, headers,
-	}
 }
 
 // Publish appends msgs to their streams in one pipeline and returns one
@@ -216,7 +175,7 @@ func digits(s string) bool {
 	return true
 }
 
-// Close closes the client when New made it. Calling Close again does
+// Close closes the client when NewPublisher made it. Calling Close again does
 // nothing.
 func (p *Publisher) Close() error {
 	p.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,13 +16,8 @@ import (
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
-	redispub "github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/redis"
 )
-
-// redisURL is the shared Redis: OUTBOX_TEST_REDIS_URL, or the local one.
-func redisURL() string {
-	return testenv.Getenv("OUTBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-}
 
 // testMaxPayload is the publishers' MaxPayload in the tests.
 const testMaxPayload = 64 << 10
@@ -31,8 +25,6 @@ const testMaxPayload = 64 << 10
 // testTopic is the topic of the suite; the stream prefix of each test
 // isolates the tests.
 const testTopic = "events"
-
-var seq atomic.Int64
 
 // connect returns a client of the shared Redis, closed at cleanup, or ends
 // the test.
@@ -68,17 +60,17 @@ func newPrefix(t testing.TB, rdb *goredis.Client) string {
 	return prefix
 }
 
-var harness = publishertest.Harness{
+var pubHarness = publishertest.Harness{
 	Setup: func(t *testing.T) publishertest.Env {
 		rdb := connect(t)
-		return env(rdb, redisURL(), newPrefix(t, rdb))
+		return pubEnv(rdb, redisURL(), newPrefix(t, rdb))
 	},
 	Outage: func(t *testing.T) publishertest.Outage {
 		rdb := connect(t)
 		px := tcpproxy.Start(t, rdb.Options().Addr)
 		u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
 		return publishertest.Outage{
-			Env:   env(rdb, u, newPrefix(t, rdb)),
+			Env:   pubEnv(rdb, u, newPrefix(t, rdb)),
 			Stop:  func(*testing.T) { px.Cut() },
 			Start: func(t *testing.T) { px.Restore(t) },
 		}
@@ -116,32 +108,40 @@ var harness = publishertest.Harness{
 func newFromURL(rawURL string, env publishertest.Env) (publishers.Publisher, error) {
 	q := url.Values{"max_payload": {fmt.Sprint(env.MaxPayload)},
 		"stream_prefix": {fmt.Sprintf("outbox-test:%d:%d:", os.Getpid(), seq.Add(1))}}
-	p, err := redispub.NewFromURL(rawURL + "?" + q.Encode())
+	cfg, err := redis.ConfigFromURL(rawURL + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	p, err := redis.NewPublisher(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func env(rdb *goredis.Client, pubURL, prefix string) publishertest.Env {
+// pubEnv is the publisher suite's Env: publishers of pubURL under
+// prefix, read back through rdb. Redis keeps no record of the entry IDs
+// it was given: no Dedup.
+func pubEnv(rdb *goredis.Client, pubURL, prefix string) publishertest.Env {
 	return publishertest.Env{
 		NewPublisher: func(t *testing.T) publishers.Publisher {
-			return newPublisher(t, redispub.Config{URL: pubURL, StreamPrefix: prefix, MaxPayload: testMaxPayload})
+			return newPublisher(t, redis.PublisherConfig{URL: pubURL, StreamPrefix: prefix, MaxPayload: testMaxPayload})
 		},
 		Topic: testTopic,
 		Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 			return read(t, rdb, prefix+testTopic, n, timeout)
 		},
 		MaxPayload: testMaxPayload,
+		Dedup:      false,
 	}
 }
 
 // newPublisher returns a publisher made from cfg; the caller closes it.
-func newPublisher(t testing.TB, cfg redispub.Config) *redispub.Publisher {
+func newPublisher(t testing.TB, cfg redis.PublisherConfig) *redis.Publisher {
 	t.Helper()
-	p, err := redispub.New(cfg)
+	p, err := redis.NewPublisher(&cfg)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewPublisher: %v", err)
 	}
 	return p
 }
@@ -174,20 +174,20 @@ func received(t *testing.T, entries []goredis.XMessage) []publishertest.Received
 	for i, e := range entries {
 		str := func(f string) string { s, _ := e.Values[f].(string); return s }
 		var h map[string]string
-		if err := json.Unmarshal([]byte(str(redispub.FieldHeaders)), &h); err != nil {
-			t.Errorf("entry %s: headers %q: %v", e.ID, str(redispub.FieldHeaders), err)
+		if err := json.Unmarshal([]byte(str(redis.FieldHeaders)), &h); err != nil {
+			t.Errorf("entry %s: headers %q: %v", e.ID, str(redis.FieldHeaders), err)
 		}
 		out[i] = publishertest.Received{
-			ID:      str(redispub.FieldID),
-			Key:     str(redispub.FieldKey),
-			Type:    str(redispub.FieldType),
+			ID:      str(redis.FieldID),
+			Key:     str(redis.FieldKey),
+			Type:    str(redis.FieldType),
 			Headers: h,
-			Payload: []byte(str(redispub.FieldPayload)),
+			Payload: []byte(str(redis.FieldPayload)),
 		}
 	}
 	return out
 }
 
-func TestConformance(t *testing.T) {
-	publishertest.Run(t, harness)
+func TestPublisherConformance(t *testing.T) {
+	publishertest.Run(t, pubHarness)
 }

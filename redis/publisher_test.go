@@ -10,7 +10,7 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/publishers"
-	redispub "github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/redis"
 )
 
 // TestWrongTypeFailsAlone: a stream key holding another type fails that
@@ -23,7 +23,7 @@ func TestWrongTypeFailsAlone(t *testing.T) {
 	if err := rdb.Set(ctx, prefix+"string", "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix})
+	p := newPublisher(t, redis.PublisherConfig{URL: redisURL(), StreamPrefix: prefix})
 	defer p.Close()
 	msgs := []outbox.Message{
 		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
@@ -47,7 +47,7 @@ func TestWrongTypeFailsAlone(t *testing.T) {
 func TestMaxLen(t *testing.T) {
 	rdb := connect(t)
 	prefix := newPrefix(t, rdb)
-	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix, MaxLen: 10})
+	p := newPublisher(t, redis.PublisherConfig{URL: redisURL(), StreamPrefix: prefix, MaxLen: 10})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func TestMaxLen(t *testing.T) {
 }
 
 func TestConfigFromURL(t *testing.T) {
-	cfg, err := redispub.ConfigFromURL("redis://bob:s3cret@h:6379/2?stream_prefix=app:&maxlen=1000&max_payload=4096&dial_timeout=2s")
+	cfg, err := redis.ConfigFromURL("redis://bob:s3cret@h:6379/2?stream_prefix=app:&maxlen=1000&max_payload=4096&dial_timeout=2s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +84,46 @@ func TestConfigFromURL(t *testing.T) {
 		t.Errorf("URL %q", cfg.URL)
 	}
 	for _, bad := range []string{"amqp://h", "redis://bob:s3cret@h/0?maxlen=x", "redis://bob:s3cret@h/0?nope=1"} {
-		_, err := redispub.ConfigFromURL(bad)
+		_, err := redis.ConfigFromURL(bad)
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}
+	// Each bad parameter is named, whose ever it is.
+	for bad, name := range map[string]string{
+		"redis://bob:s3cret@h/0?nope=1":                 `"nope"`,
+		"redis://bob:s3cret@h/0?maxlen=-1":              "maxlen",
+		"redis://bob:s3cret@h/0?max_payload=-5":         "max_payload",
+		"redis://bob:s3cret@h/0?max_payload=1k":         "max_payload",
+		"redis://bob:s3cret@h/0?dial_timeout=soon":      "dial_timeout",
+		"rediss://bob:s3cret@h/0?stream_prefix=a&b=2&c": `"b", "c"`,
+	} {
+		_, err := redis.ConfigFromURL(bad)
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: got %v, want an error naming %s without the password", bad, err, name)
+		}
+	}
+}
+
+// TestPublisherConfigChecks: NewPublisher refuses negative settings,
+// naming the field, and takes nil for every default.
+func TestPublisherConfigChecks(t *testing.T) {
+	for name, c := range map[string]redis.PublisherConfig{
+		"MaxLen":     {MaxLen: -1},
+		"MaxPayload": {MaxPayload: -1},
+	} {
+		if p, err := redis.NewPublisher(&c); err == nil || !strings.Contains(err.Error(), name) {
+			if p != nil {
+				_ = p.Close()
+			}
+			t.Errorf("%+v: NewPublisher = %v, want an error naming %s", c, err, name)
+		}
+	}
+	p, err := redis.NewPublisher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close()
 }
 
 // TestLargeHeadersPermanent: headers whose JSON is over MaxPayload fail that
@@ -99,7 +134,7 @@ func TestConfigFromURL(t *testing.T) {
 func TestLargeHeadersPermanent(t *testing.T) {
 	rdb := connect(t)
 	prefix := newPrefix(t, rdb)
-	p := newPublisher(t, redispub.Config{URL: redisURL(), StreamPrefix: prefix, MaxPayload: testMaxPayload})
+	p := newPublisher(t, redis.PublisherConfig{URL: redisURL(), StreamPrefix: prefix, MaxPayload: testMaxPayload})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -113,7 +148,7 @@ func TestLargeHeadersPermanent(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("small messages: %v, %v", errs[0], errs[2])
 	}
-	if !publishers.IsPermanent(errs[1]) || !errors.Is(errs[1], redispub.ErrTooLarge) || !strings.Contains(errs[1].Error(), "headers") {
+	if !publishers.IsPermanent(errs[1]) || !errors.Is(errs[1], redis.ErrTooLarge) || !strings.Contains(errs[1].Error(), "headers") {
 		t.Errorf("headers over MaxPayload: got %v, want a permanent ErrTooLarge about the headers", errs[1])
 	}
 	got := read(t, rdb, prefix+testTopic, 2, 15*time.Second)
@@ -133,7 +168,7 @@ func TestPublishHonorsDeadline(t *testing.T) {
 	rdb := connect(t)
 	px := tcpproxy.Start(t, rdb.Options().Addr)
 	u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
-	p := newPublisher(t, redispub.Config{URL: u, StreamPrefix: newPrefix(t, rdb)})
+	p := newPublisher(t, redis.PublisherConfig{URL: u, StreamPrefix: newPrefix(t, rdb)})
 	defer p.Close()
 	publish := func(timeout time.Duration) (error, time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -14,7 +14,7 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/consumer"
 	"github.com/outboxgo/outbox/publishers"
-	redispub "github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Subscriber consumes Redis streams through a consumer group into an inbox.
@@ -23,7 +23,7 @@ type Subscriber[TTx any] struct {
 	rdb goredis.UniversalClient
 	in  *inbox.Inbox[TTx]
 	h   inbox.Handler[TTx]
-	cfg Config
+	cfg SubscriberConfig
 	log *slog.Logger
 
 	slots chan struct{} // one token per running handler
@@ -39,20 +39,26 @@ type Subscriber[TTx any] struct {
 // MaxDeliveries times without a result (its consumer crashed or stalled).
 var errExhausted = errors.New("delivered more than MaxDeliveries times without a result (the consumer crashed or stalled)")
 
-// New returns a Subscriber that handles the entries of cfg.Streams with h
-// through in. It does not talk to Redis until Start. The client stays the
-// caller's to close, after Stop.
-func New[TTx any](rdb goredis.UniversalClient, in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subscriber[TTx], error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+var _ subscribers.Subscriber = (*Subscriber[any])(nil)
+
+// NewSubscriber returns a Subscriber that handles the entries of
+// cfg.Streams with h through in, reading them with rdb. cfg is required
+// (its Streams, Group and DeadLetterStream are). It does not talk to Redis
+// until Start. The client stays the caller's to close, after Stop.
+func NewSubscriber[TTx any](rdb goredis.UniversalClient, in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg *SubscriberConfig) (*Subscriber[TTx], error) {
+	if cfg == nil {
+		return nil, errors.New("redis subscriber config: nil: Streams, Group and DeadLetterStream are required")
+	}
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if rdb == nil || in == nil || h == nil {
 		return nil, errors.New("redis subscriber: nil client, inbox or handler")
 	}
-	return &Subscriber[TTx]{rdb: rdb, in: in, h: consumer.Safe(h), cfg: cfg,
-		log:   cfg.Logger.With("group", cfg.Group, "consumer", cfg.Consumer),
-		slots: make(chan struct{}, cfg.Concurrency), lc: consumer.NewLifecycle("redis subscriber"),
+	return &Subscriber[TTx]{rdb: rdb, in: in, h: consumer.Safe(h), cfg: c,
+		log:   c.Logger.With("group", c.Group, "consumer", c.Consumer),
+		slots: make(chan struct{}, c.Concurrency), lc: consumer.NewLifecycle("redis subscriber"),
 		held: map[string]map[string]struct{}{}}, nil
 }
 
@@ -100,7 +106,7 @@ func (s *Subscriber[TTx]) createGroups(ctx context.Context) error {
 var ErrRefused = errors.New("refused by Redis (credentials, permissions or database)")
 
 // refused reports whether err is Redis refusing the configuration.
-func refused(err error) bool { return publishers.IsMisconfigured(redispub.Classify(err)) }
+func refused(err error) bool { return publishers.IsMisconfigured(classify(err)) }
 
 // Stop stops reading and claiming, and waits for in-flight handlers to
 // finish and their entries to be settled. When ctx ends first it cancels
@@ -112,7 +118,7 @@ func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
-// handlers Config.ShutdownTimeout.
+// handlers SubscriberConfig.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
 	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
@@ -356,20 +362,20 @@ func (s *Subscriber[TTx]) markIdle(stream, id string, idle time.Duration) {
 
 // process handles one delivery and settles it.
 func (s *Subscriber[TTx]) process(stream string, e goredis.XMessage, delivery int) {
-	st := Settlement{Stream: stream, EntryID: e.ID, Delivery: delivery}
+	st := subscribers.Settlement{Source: stream, Delivery: delivery}
 	msg, err := Decode(stream, e, s.cfg.StreamPrefix, delivery)
 	st.Message = msg
 	r := consumer.Handle(s.lc.Context(), s.in, s.h, msg, err, delivery, s.cfg.MaxDeliveries, errExhausted)
 	st.Outcome, st.Err = r.Outcome, r.Err
-	switch r.Verdict {
-	case consumer.Ack:
+	switch r.Action {
+	case subscribers.ActionAck:
 		s.ack(stream, e, &st)
-	case consumer.Release: // a hard Stop cut the handler short: claimable at once
-		st.Action = ActionRelease
+	case subscribers.ActionRelease: // a hard Stop cut the handler short: claimable at once
+		st.Action = subscribers.ActionRelease
 		s.markIdle(stream, e.ID, s.cfg.ClaimIdle)
-	case consumer.DeadLetter:
+	case subscribers.ActionDeadLetter:
 		s.deadLetter(stream, e, &st, r.Err)
-	case consumer.Retry:
+	case subscribers.ActionRetry:
 		s.retry(stream, e, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
@@ -379,11 +385,11 @@ func (s *Subscriber[TTx]) process(stream string, e goredis.XMessage, delivery in
 
 // ack acknowledges a committed (or duplicate) entry. A lost XACK leaves the
 // entry pending; it is claimed again and dropped by the inbox.
-func (s *Subscriber[TTx]) ack(stream string, e goredis.XMessage, st *Settlement) {
+func (s *Subscriber[TTx]) ack(stream string, e goredis.XMessage, st *subscribers.Settlement) {
 	if s.cfg.Hooks.AfterCommit != nil {
 		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
 	}
-	st.Action = ActionAck
+	st.Action = subscribers.ActionAck
 	ctx, cancel := s.opCtx()
 	defer cancel()
 	if err := s.rdb.XAck(ctx, stream, s.cfg.Group, e.ID).Err(); err != nil {
@@ -392,17 +398,18 @@ func (s *Subscriber[TTx]) ack(stream string, e goredis.XMessage, st *Settlement)
 }
 
 // retry leaves a failed entry pending, claimable after the backoff.
-func (s *Subscriber[TTx]) retry(stream string, e goredis.XMessage, st *Settlement) {
-	st.Action = ActionRetry
-	st.RetryDelay = s.cfg.Backoff.delay(st.Delivery)
-	s.log.Info("redis subscriber: handler failed; retrying", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.RetryDelay, "err", st.Err)
-	s.markIdle(stream, e.ID, s.cfg.ClaimIdle-st.RetryDelay)
+func (s *Subscriber[TTx]) retry(stream string, e goredis.XMessage, st *subscribers.Settlement) {
+	st.Action = subscribers.ActionRetry
+	st.Delay = s.cfg.retryDelay(st.Delivery)
+	s.log.Info("redis subscriber: handler failed; retrying", "id", st.Message.ID, "stream", stream, "entry", e.ID,
+		"delivery", st.Delivery, "delay", st.Delay, "err", st.Err)
+	s.markIdle(stream, e.ID, s.cfg.ClaimIdle-st.Delay)
 }
 
 // deadLetter adds the entry to the dead-letter stream, then XACKs it. When
 // the XADD fails the entry is retried, to be dead-lettered on its next
 // delivery; when the XACK is lost it may be dead-lettered twice.
-func (s *Subscriber[TTx]) deadLetter(stream string, e goredis.XMessage, st *Settlement, cause error) {
+func (s *Subscriber[TTx]) deadLetter(stream string, e goredis.XMessage, st *subscribers.Settlement, cause error) {
 	st.Err = cause
 	ctx, cancel := s.opCtx()
 	defer cancel()
@@ -413,7 +420,7 @@ func (s *Subscriber[TTx]) deadLetter(stream string, e goredis.XMessage, st *Sett
 		s.retry(stream, e, st)
 		return
 	}
-	st.Action = ActionDeadLetter
+	st.Action = subscribers.ActionDeadLetter
 	s.log.Warn("redis subscriber: dead-lettered", "id", st.Message.ID, "delivery", st.Delivery, "stream", s.cfg.DeadLetterStream, "err", cause)
 	if err := s.rdb.XAck(ctx, stream, s.cfg.Group, e.ID).Err(); err != nil {
 		s.log.Warn("redis subscriber: XACK of a dead letter failed", "id", st.Message.ID, "err", err)

@@ -9,35 +9,28 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	redispub "github.com/outboxgo/outbox/redis"
-	redissub "github.com/outboxgo/outbox/redis/redissub"
+	"github.com/outboxgo/outbox/redis"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-func TestConformance(t *testing.T) {
+func TestSubscriberConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
-		Setup: func(t *testing.T) subscribertest.Env { return newEnv(t, "").env() },
+		Setup: func(t *testing.T) subscribertest.Env { return newSubEnv(t, "").env() },
 		Outage: func(t *testing.T) subscribertest.Outage {
 			opts, err := goredis.ParseURL(redisURL())
 			if err != nil {
 				t.Fatal(err)
 			}
 			px := tcpproxy.Start(t, opts.Addr)
-			return subscribertest.Outage{Env: newEnv(t, px.Addr).env(), Cut: px.Cut, Restore: px.Restore}
+			return subscribertest.Outage{Env: newSubEnv(t, px.Addr).env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{Concurrency: true, HeldWhileDelivered: true, CountsDeliveries: true, Redelivers: true},
 		Refusals: []subscribertest.Refusal{
@@ -68,8 +61,8 @@ func refusedSub(t *testing.T, rawURL string, c subscribertest.Config) (subscribe
 	}
 	rdb := goredis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	e := &env{prefix: fmt.Sprintf("outbox-subtest:%d:%d:", os.Getpid(), seq.Add(1))}
-	sub, err := redissub.New(rdb, c.Inbox, c.Handler, e.config(c))
+	e := &subEnv{prefix: fmt.Sprintf("outbox-subtest:%d:%d:", os.Getpid(), seq.Add(1))}
+	sub, err := redis.NewSubscriber(rdb, c.Inbox, c.Handler, e.config(c))
 	if err != nil {
 		return nil, err
 	}
@@ -85,29 +78,23 @@ type refusedStart struct {
 
 func (r refusedStart) Start(ctx context.Context) error {
 	err := r.Subscriber.Start(ctx)
-	if err != nil && !errors.Is(err, redissub.ErrRefused) {
+	if err != nil && !errors.Is(err, redis.ErrRefused) {
 		r.t.Errorf("Start: %v: want an error wrapping ErrRefused", err)
 	}
 	return err
 }
 
-func redisURL() string {
-	return testenv.Getenv("OUTBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-}
-
-var seq atomic.Int64
-
-// env is a stream and a dead-letter stream under a prefix of the test's
-// own; subscribers share a client of their own.
-type env struct {
+// subEnv is a stream and a dead-letter stream under a prefix of the
+// test's own; subscribers share a client of their own.
+type subEnv struct {
 	rdb    *goredis.Client // the test's own
 	sub    *goredis.Client // the subscribers'
 	prefix string
 }
 
-// newEnv connects to Redis; the subscribers' client goes to subAddr ("":
-// Redis itself).
-func newEnv(t testing.TB, subAddr string) *env {
+// newSubEnv connects to Redis; the subscribers' client goes to subAddr
+// ("": Redis itself).
+func newSubEnv(t testing.TB, subAddr string) *subEnv {
 	t.Helper()
 	opts, err := goredis.ParseURL(redisURL())
 	if err != nil {
@@ -134,49 +121,37 @@ func newEnv(t testing.TB, subAddr string) *env {
 	}
 	sub := goredis.NewClient(&subOpts)
 	t.Cleanup(func() { _ = sub.Close() }) // after the subscribers' Stop
-	return &env{rdb: rdb, sub: sub, prefix: prefix}
+	return &subEnv{rdb: rdb, sub: sub, prefix: prefix}
 }
 
-func (e *env) stream() string     { return e.prefix + "orders" }
-func (e *env) deadStream() string { return e.prefix + "dead" }
+func (e *subEnv) stream() string     { return e.prefix + "orders" }
+func (e *subEnv) deadStream() string { return e.prefix + "dead" }
 
-func (e *env) env() subscribertest.Env {
+func (e *subEnv) env() subscribertest.Env {
 	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.held,
 		DeadLetters: e.deadLetters, Source: e.stream(), Orphan: e.orphan}
 }
 
-// config is the subscriber config for c: quick to poll, ClaimIdle 2s
-// unless c says.
-func (e *env) config(c subscribertest.Config) redissub.Config {
-	cfg := redissub.Config{Streams: []string{e.stream()}, StreamPrefix: e.prefix, Group: c.Group,
-		DeadLetterStream: e.deadStream(), ClaimIdle: 2 * time.Second, PollInterval: 5 * time.Millisecond,
-		Block: 50 * time.Millisecond, MaxDeliveries: c.MaxDeliveries, Concurrency: c.Concurrency,
-		Backoff: redissub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax}, Hooks: redissub.Hooks{AfterCommit: c.AfterCommit}}
+// config is the subscriber config for c: the suite's Options as they
+// are, quick to poll, ClaimIdle 2s unless c says.
+func (e *subEnv) config(c subscribertest.Config) *redis.SubscriberConfig {
+	cfg := &redis.SubscriberConfig{Options: c.Options, Streams: []string{e.stream()}, StreamPrefix: e.prefix,
+		Group: c.Group, DeadLetterStream: e.deadStream(), ClaimIdle: 2 * time.Second,
+		PollInterval: 5 * time.Millisecond, Block: 50 * time.Millisecond}
 	if c.RedeliverAfter != 0 {
 		cfg.ClaimIdle = c.RedeliverAfter
-	}
-	if c.AfterSettle != nil {
-		cfg.Hooks.AfterSettle = func(st redissub.Settlement) { c.AfterSettle(settlement(st)) }
 	}
 	return cfg
 }
 
-func settlement(st redissub.Settlement) subscribertest.Settlement {
-	a := map[redissub.Action]subscribertest.Action{redissub.ActionAck: subscribertest.ActionAck,
-		redissub.ActionRetry: subscribertest.ActionRetry, redissub.ActionDeadLetter: subscribertest.ActionDeadLetter,
-		redissub.ActionRelease: subscribertest.ActionRelease}[st.Action]
-	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
-		Action: a, Delay: st.RetryDelay}
-}
-
-func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
-	return redissub.New(e.sub, c.Inbox, c.Handler, e.config(c))
+func (e *subEnv) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	return redis.NewSubscriber(e.sub, c.Inbox, c.Handler, e.config(c))
 }
 
 // publish publishes msgs through the outbox's own Redis publisher.
-func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
+func (e *subEnv) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := redispub.New(redispub.Config{Client: e.rdb, StreamPrefix: e.prefix})
+	p, err := redis.NewPublisher(&redis.PublisherConfig{Client: e.rdb, StreamPrefix: e.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,16 +163,16 @@ func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	}
 }
 
-func (e *env) publishNoID(t *testing.T, payload string) {
+func (e *subEnv) publishNoID(t *testing.T, payload string) {
 	t.Helper()
-	if err := e.rdb.XAdd(context.Background(), &goredis.XAddArgs{Stream: e.stream(), Values: []any{redispub.FieldPayload, payload}}).Err(); err != nil {
+	if err := e.rdb.XAdd(context.Background(), &goredis.XAddArgs{Stream: e.stream(), Values: []any{redis.FieldPayload, payload}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // held is what group has not acknowledged: its pending entries and those
 // it has not read (its lag); the whole stream before the group exists.
-func (e *env) held(t *testing.T, group string) int {
+func (e *subEnv) held(t *testing.T, group string) int {
 	t.Helper()
 	ctx := context.Background()
 	n, err := e.rdb.XLen(ctx, e.stream()).Result()
@@ -219,7 +194,7 @@ func (e *env) held(t *testing.T, group string) int {
 	return int(n)
 }
 
-func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
+func (e *subEnv) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -241,14 +216,14 @@ func deadLetters(t *testing.T, xs []goredis.XMessage) []subscribertest.DeadLette
 	for _, x := range xs {
 		str := func(k string) string { s, _ := x.Values[k].(string); return s }
 		var hs map[string]string
-		if h := str(redispub.FieldHeaders); h != "" {
+		if h := str(redis.FieldHeaders); h != "" {
 			if err := json.Unmarshal([]byte(h), &hs); err != nil {
 				t.Errorf("dead letter %s: headers %q: %v", x.ID, h, err)
 			}
 		}
-		d, _ := strconv.Atoi(str(redissub.FieldDeadDeliveries))
-		out = append(out, subscribertest.DeadLetter{ID: str(redispub.FieldID), Payload: str(redispub.FieldPayload), Headers: hs,
-			Error: str(redissub.FieldError), Deliveries: d, Source: str(redissub.FieldDeadStream), Consumer: str(redissub.FieldDeadGroup)})
+		d, _ := strconv.Atoi(str(redis.FieldDeadDeliveries))
+		out = append(out, subscribertest.DeadLetter{ID: str(redis.FieldID), Payload: str(redis.FieldPayload), Headers: hs,
+			Error: str(redis.FieldError), Deliveries: d, Source: str(redis.FieldDeadStream), Consumer: str(redis.FieldDeadGroup)})
 	}
 	return out
 }
@@ -256,7 +231,7 @@ func deadLetters(t *testing.T, xs []goredis.XMessage) []subscribertest.DeadLette
 // orphan reads n entries as a consumer of c.Group that never acknowledges
 // them: they stay pending until a subscriber claims them, ClaimIdle
 // later.
-func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
+func (e *subEnv) orphan(t *testing.T, c subscribertest.Config, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if err := e.rdb.XGroupCreateMkStream(ctx, e.stream(), c.Group, "0").Err(); err != nil {

@@ -16,27 +16,58 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	"github.com/outboxgo/outbox/postgres/pginbox"
-	redissub "github.com/outboxgo/outbox/redis/redissub"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/redis"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
-func TestConfigChecks(t *testing.T) {
+func TestSubscriberConfigChecks(t *testing.T) {
 	in := inbox.New[pgx.Tx](nil, nil)
-	rdb := goredis.NewClient(&goredis.Options{}) // never used: New fails first
+	rdb := goredis.NewClient(&goredis.Options{}) // never used: NewSubscriber fails first
 	defer func() { _ = rdb.Close() }()
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	for name, c := range map[string]redissub.Config{
-		"no streams":        {Group: "g", DeadLetterStream: "d"},
-		"no group":          {Streams: []string{"s"}, DeadLetterStream: "d"},
-		"no dead letters":   {Streams: []string{"s"}, Group: "g"},
-		"dead is read":      {Streams: []string{"s"}, Group: "g", DeadLetterStream: "s"},
-		"negative max":      {Streams: []string{"s"}, Group: "g", DeadLetterStream: "d", MaxDeliveries: -1},
-		"backoff > idle":    {Streams: []string{"s"}, Group: "g", DeadLetterStream: "d", ClaimIdle: time.Second, Backoff: redissub.Backoff{Min: time.Second, Max: time.Minute}},
-		"backoff min > max": {Streams: []string{"s"}, Group: "g", DeadLetterStream: "d", Backoff: redissub.Backoff{Min: time.Second, Max: time.Millisecond}},
-		"concurrency":       {Streams: []string{"s"}, Group: "g", DeadLetterStream: "d", Concurrency: -1},
+	valid := func(edit func(*redis.SubscriberConfig)) redis.SubscriberConfig {
+		c := redis.SubscriberConfig{Streams: []string{"s"}, Group: "g", DeadLetterStream: "d"}
+		edit(&c)
+		return c
+	}
+	for name, c := range map[string]struct {
+		cfg  redis.SubscriberConfig
+		want string // in the error: the field at fault
+	}{
+		"no streams":      {redis.SubscriberConfig{Group: "g", DeadLetterStream: "d"}, "Streams"},
+		"no group":        {redis.SubscriberConfig{Streams: []string{"s"}, DeadLetterStream: "d"}, "Group"},
+		"no dead letters": {redis.SubscriberConfig{Streams: []string{"s"}, Group: "g"}, "DeadLetterStream"},
+		"dead is read":    {redis.SubscriberConfig{Streams: []string{"s"}, Group: "g", DeadLetterStream: "s"}, "DeadLetterStream"},
+		"negative max":    {valid(func(c *redis.SubscriberConfig) { c.MaxDeliveries = -1 }), "MaxDeliveries"},
+		"backoff > idle": {valid(func(c *redis.SubscriberConfig) {
+			c.ClaimIdle, c.Backoff = time.Second, outbox.Backoff{Min: time.Second, Max: time.Minute}
+		}), "ClaimIdle"},
+		"backoff min > max": {valid(func(c *redis.SubscriberConfig) { c.Backoff = outbox.Backoff{Min: time.Second, Max: time.Millisecond} }), "Backoff"},
+		"concurrency":       {valid(func(c *redis.SubscriberConfig) { c.Concurrency = -1 }), "Concurrency"},
+		"negative shutdown": {valid(func(c *redis.SubscriberConfig) { c.ShutdownTimeout = -time.Second }), "ShutdownTimeout"},
+		"negative idle":     {valid(func(c *redis.SubscriberConfig) { c.ClaimIdle = -time.Second }), "ClaimIdle"},
+		"tiny idle":         {valid(func(c *redis.SubscriberConfig) { c.ClaimIdle = time.Millisecond }), "ClaimIdle"},
+		"negative poll":     {valid(func(c *redis.SubscriberConfig) { c.PollInterval = -time.Second }), "PollInterval"},
+		"negative block":    {valid(func(c *redis.SubscriberConfig) { c.Block = -time.Second }), "Block"},
+		"negative op":       {valid(func(c *redis.SubscriberConfig) { c.OpTimeout = -time.Second }), "OpTimeout"},
 	} {
-		if _, err := redissub.New(rdb, in, nop, c); err == nil {
-			t.Errorf("%s: New accepted %+v", name, c)
+		_, err := redis.NewSubscriber(rdb, in, nop, &c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: NewSubscriber(%+v) = %v, want an error naming %s", name, c.cfg, err, c.want)
+		}
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate = %v, want an error naming %s", name, err, c.want)
+		}
+	}
+	if _, err := redis.NewSubscriber(rdb, in, nop, nil); err == nil {
+		t.Error("NewSubscriber accepted a nil config")
+	}
+	// The defaults hold together: the default Backoff fits in any ClaimIdle.
+	for _, idle := range []time.Duration{0, 10 * time.Millisecond, time.Hour} {
+		c := valid(func(c *redis.SubscriberConfig) { c.ClaimIdle = idle })
+		if _, err := redis.NewSubscriber(rdb, in, nop, &c); err != nil {
+			t.Errorf("ClaimIdle %v and the default Backoff: %v", idle, err)
 		}
 	}
 }
@@ -47,12 +78,13 @@ func TestConfigChecks(t *testing.T) {
 // is followed by another as soon as a slot is free.
 func TestClaimBacklogAtHandlerPace(t *testing.T) {
 	const n = 30
-	e := newEnv(t, "")
+	e := newSubEnv(t, "")
 	pool := pgtest.Pool(t)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: pgtest.Schema(t, pool)})
+	db, err := postgres.New(pool, &postgres.Config{Schema: pgtest.Schema(t, pool)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := db.Inbox()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := d.Migrate(ctx); err != nil {
@@ -69,11 +101,11 @@ func TestClaimBacklogAtHandlerPace(t *testing.T) {
 	time.Sleep(claimIdle) // every orphaned entry is claimable
 
 	var handled atomic.Int64
-	cfg := redissub.Config{Streams: []string{e.stream()}, StreamPrefix: e.prefix, Group: group,
-		DeadLetterStream: e.deadStream(), ClaimIdle: claimIdle, PollInterval: time.Minute,
-		Block: 50 * time.Millisecond, Concurrency: 1, Backoff: redissub.Backoff{Min: 10 * time.Millisecond, Max: claimIdle},
-		Hooks: redissub.Hooks{AfterCommit: func(inbox.Message, inbox.Outcome) { handled.Add(1) }}}
-	sub, err := redissub.New(e.sub, inbox.New(d, nil), func(context.Context, pgx.Tx, inbox.Message) error { return nil }, cfg)
+	cfg := &redis.SubscriberConfig{Streams: []string{e.stream()}, StreamPrefix: e.prefix, Group: group,
+		DeadLetterStream: e.deadStream(), ClaimIdle: claimIdle, PollInterval: time.Minute, Block: 50 * time.Millisecond,
+		Options: subscribers.Options{Concurrency: 1, Backoff: outbox.Backoff{Min: 10 * time.Millisecond, Max: claimIdle},
+			Hooks: subscribers.Hooks{AfterCommit: func(inbox.Message, inbox.Outcome) { handled.Add(1) }}}}
+	sub, err := redis.NewSubscriber(e.sub, inbox.New(d, nil), func(context.Context, pgx.Tx, inbox.Message) error { return nil }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +130,10 @@ func TestRefusedMidRunLogsError(t *testing.T) {
 	rdb := goredis.NewClient(&goredis.Options{Addr: s.addr, Password: adminPassword, MaxRetries: -1})
 	defer func() { _ = rdb.Close() }()
 	logs := &recordHandler{}
-	cfg := redissub.Config{Streams: []string{"orders"}, Group: "g", DeadLetterStream: "dead",
-		PollInterval: 10 * time.Millisecond, Block: 10 * time.Millisecond, Logger: slog.New(logs)}
+	cfg := &redis.SubscriberConfig{Streams: []string{"orders"}, Group: "g", DeadLetterStream: "dead",
+		PollInterval: 10 * time.Millisecond, Block: 10 * time.Millisecond, Options: subscribers.Options{Logger: slog.New(logs)}}
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	sub, err := redissub.New(rdb, inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	sub, err := redis.NewSubscriber(rdb, inbox.New[pgx.Tx](nil, nil), nop, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

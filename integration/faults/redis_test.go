@@ -20,7 +20,7 @@ import (
 	"github.com/outboxgo/outbox/internal/testkit/redistest"
 	"github.com/outboxgo/outbox/publishers"
 	redispub "github.com/outboxgo/outbox/redis"
-	redissub "github.com/outboxgo/outbox/redis/redissub"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // The Redis run's environment, besides envBroker (the relays' URL, through
@@ -222,14 +222,13 @@ func (b *redisBroker) inboxBacklog(ctx context.Context) (int, error) {
 func (b *redisBroker) republished() (int, bool) { return 0, false }
 
 // redisRelayPublisher is the relay process's publisher, through the proxy.
-// publishers/redis's New does not connect (its client dials on first use),
+// redis.NewPublisher does not connect (its client dials on first use),
 // so a relay started while the server or the path to it is down starts
 // anyway: no lazy wrapper is needed.
 func redisRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
-	_ = log // publishers/redis takes no logger
 	goredis.SetLogger(quietRedis{})
-	return redispub.New(redispub.Config{URL: os.Getenv(envBroker), StreamPrefix: os.Getenv(envPrefix),
-		MaxPayload: redisMaxPayload})
+	return redispub.NewPublisher(&redispub.PublisherConfig{URL: os.Getenv(envBroker), StreamPrefix: os.Getenv(envPrefix),
+		MaxPayload: redisMaxPayload, Logger: log})
 }
 
 // redisSubscribe starts the inbox process's subscriber, straight to the
@@ -248,13 +247,15 @@ func redisSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handl
 	opts.DialTimeout = 2 * time.Second
 	goredis.SetLogger(quietRedis{})
 	prefix := os.Getenv(envPrefix)
-	sub, err := redissub.New(goredis.NewClient(opts), in, h, redissub.Config{
+	sub, err := redispub.NewSubscriber(goredis.NewClient(opts), in, h, &redispub.SubscriberConfig{
 		Streams: []string{prefix + "orders"}, StreamPrefix: prefix, Group: os.Getenv(envRedisGroup),
-		Consumer: "outbox-faults-inbox-0", DeadLetterStream: os.Getenv(envRedisDLQ), MaxDeliveries: 10000,
-		Backoff:   redissub.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+		Consumer: "outbox-faults-inbox-0", DeadLetterStream: os.Getenv(envRedisDLQ),
 		ClaimIdle: time.Second, PollInterval: 200 * time.Millisecond, Block: 500 * time.Millisecond,
-		Concurrency: 4, OpTimeout: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
-		Logger: helperLogger(), Hooks: redissub.Hooks{AfterCommit: printDup}})
+		OpTimeout: 2 * time.Second,
+		Options: subscribers.Options{MaxDeliveries: 10000,
+			Backoff:     outbox.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+			Concurrency: 4, ShutdownTimeout: 5 * time.Second,
+			Logger: helperLogger(), Hooks: subscribers.Hooks{AfterCommit: printDup}}})
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
 func redisBench(b *testing.B, _ *bundle) publishers.Publisher {
 	testenv.RequireTCP(b, "Redis at 127.0.0.1:6379", "127.0.0.1:6379")
 	prefix := fmt.Sprintf("outbox-bench-%d:", time.Now().UnixNano())
-	p, err := redispub.New(redispub.Config{URL: "redis://127.0.0.1:6379/0", StreamPrefix: prefix})
+	p, err := redispub.NewPublisher(&redispub.PublisherConfig{URL: "redis://127.0.0.1:6379/0", StreamPrefix: prefix})
 	if err != nil {
 		b.Fatal(err)
 	}

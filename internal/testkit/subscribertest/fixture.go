@@ -18,7 +18,7 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	"github.com/outboxgo/outbox/postgres/pginbox"
+	"github.com/outboxgo/outbox/postgres"
 )
 
 // timeout bounds every wait of the suite: generous, for a loaded machine.
@@ -50,12 +50,13 @@ func newFixture(t *testing.T, env Env) *fixture {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
+	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	d := db.Inbox()
 	if err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

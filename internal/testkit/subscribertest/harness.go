@@ -16,7 +16,7 @@
 // holds), how to build a subscriber from the suite's knobs, and the
 // optional capabilities where brokers differ. The inbox side is the
 // suite's own: each case gets a PostgreSQL schema (internal/pgtest) with an
-// inbox table (pginbox, pgx.Tx) and an effects table, and checks what a
+// inbox table (postgres.New(…).Inbox(), pgx.Tx) and an effects table, and checks what a
 // user would: effects committed, what the broker still holds, dead letters,
 // the subscriber's hooks.
 package subscribertest

@@ -1,4 +1,4 @@
-package pginbox_test
+package postgres_test
 
 import (
 	"context"
@@ -18,64 +18,73 @@ import (
 	"github.com/outboxgo/outbox/inbox/inboxtest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/postgres"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/stores"
 )
 
-func TestConformancePgx(t *testing.T) {
-	inboxtest.Run(t, harness(variant[pgx.Tx]{
-		driver: func(b *bundle, cfg *pginbox.Config) (driver[pgx.Tx], error) { return pginbox.NewPgx(b.pool, cfg) },
+func TestInboxConformancePgx(t *testing.T) {
+	inboxtest.Run(t, inboxHarness(variant[pgx.Tx]{
+		driver: func(b *inboxBundle, cfg *postgres.Config) (inboxDriver[pgx.Tx], outbox.Driver[pgx.Tx], error) {
+			db, err := postgres.New(b.pool, cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return db.Inbox(), db, nil
+		},
 		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 			_, err := tx.Exec(ctx, q, args...)
 			return err
 		},
-		outbox: func(cfg *postgres.Config) (outbox.Driver[pgx.Tx], error) { return postgres.NewPgxDriver(cfg) },
 	}))
 }
 
-func TestConformanceSQL(t *testing.T) {
-	inboxtest.Run(t, harness(variant[*sql.Tx]{
-		driver: func(b *bundle, cfg *pginbox.Config) (driver[*sql.Tx], error) { return pginbox.NewSQL(b.db, cfg) },
+func TestInboxConformanceSQL(t *testing.T) {
+	inboxtest.Run(t, inboxHarness(variant[*sql.Tx]{
+		driver: func(b *inboxBundle, cfg *postgres.Config) (inboxDriver[*sql.Tx], outbox.Driver[*sql.Tx], error) {
+			db, err := postgres.NewSQL(b.db, cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return db.Inbox(), db, nil
+		},
 		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 			_, err := tx.ExecContext(ctx, q, args...)
 			return err
 		},
-		outbox: func(cfg *postgres.Config) (outbox.Driver[*sql.Tx], error) { return postgres.NewSQLDriver(cfg) },
 	}))
 }
 
-// driver is what NewPgx and NewSQL return.
-type driver[TTx any] interface {
+// inboxDriver is what DB.Inbox and SQLDB.Inbox return.
+type inboxDriver[TTx any] interface {
 	inbox.Driver[TTx]
 	Migrate(ctx context.Context) error
 }
 
-// variant is what differs between the pgx and the database/sql drivers.
+// variant is what differs between the pgx and the database/sql backends.
 type variant[TTx any] struct {
-	driver func(b *bundle, cfg *pginbox.Config) (driver[TTx], error)
+	// driver returns the inbox and the outbox of New or NewSQL.
+	driver func(b *inboxBundle, cfg *postgres.Config) (inboxDriver[TTx], outbox.Driver[TTx], error)
 	exec   func(ctx context.Context, tx TTx, q string, args ...any) error
-	outbox func(cfg *postgres.Config) (outbox.Driver[TTx], error)
 }
 
-// bundle is a test's own schema: a pgx pool and a database/sql handle on
-// the same database.
-type bundle struct {
+// inboxBundle is a test's own schema: a pgx pool and a database/sql handle
+// on the same database.
+type inboxBundle struct {
 	pool   *pgxpool.Pool
 	db     *sql.DB
 	schema string
 }
 
-func newBundle(t *testing.T) *bundle {
+func newInboxBundle(t *testing.T) *inboxBundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { _ = db.Close() })
-	return &bundle{pool: pool, db: db, schema: pgtest.Schema(t, pool)}
+	return &inboxBundle{pool: pool, db: db, schema: pgtest.Schema(t, pool)}
 }
 
-func (v variant[TTx]) newDriver(t *testing.T, b *bundle, table string, migrate bool) driver[TTx] {
+func (v variant[TTx]) newDriver(t *testing.T, b *inboxBundle, table string, migrate bool) inboxDriver[TTx] {
 	t.Helper()
-	d, err := v.driver(b, &pginbox.Config{Schema: b.schema, Table: table})
+	d, _, err := v.driver(b, &postgres.Config{Schema: b.schema, InboxTable: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,27 +96,40 @@ func (v variant[TTx]) newDriver(t *testing.T, b *bundle, table string, migrate b
 	return d
 }
 
-func harness[TTx any](v variant[TTx]) inboxtest.Harness[TTx] {
+func inboxHarness[TTx any](v variant[TTx]) inboxtest.Harness[TTx] {
 	return inboxtest.Harness[TTx]{
 		Setup: v.env,
 		Unmigrated: func(t *testing.T) inbox.Driver[TTx] {
-			return v.newDriver(t, newBundle(t), "", false) // not even the schema exists
+			return v.newDriver(t, newInboxBundle(t), "", false) // not even the schema exists
 		},
 		New: func(table string) []error {
-			_, err := v.driver(&bundle{}, &pginbox.Config{Table: table})
+			_, _, err := v.driver(&inboxBundle{}, &postgres.Config{InboxTable: table})
 			return []error{err}
 		},
-		SchemaSQL: func(table string) (string, error) {
-			return pginbox.SchemaSQL(&pginbox.Config{Table: table})
-		},
+		SchemaSQL: inboxSchemaSQL,
 	}
+}
+
+// inboxSchemaSQL is the inbox table's first migration for table ("": the
+// default), which migrations/001_inbox.up.sql must equal.
+func inboxSchemaSQL(table string) (string, error) {
+	ms, err := postgres.Migrations(&postgres.Config{InboxTable: table})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range ms {
+		if m.Name == "inbox" && m.Version == 1 {
+			return m.Up, nil
+		}
+	}
+	return "", errors.New("no migration 001_inbox")
 }
 
 // env migrates the inbox (table "received") in a schema of the test's own
 // and creates an effects table, whose seq records the order effects were
 // applied in.
 func (v variant[TTx]) env(t *testing.T) inboxtest.Env[TTx] {
-	b := newBundle(t)
+	b := newInboxBundle(t)
 	d := v.newDriver(t, b, "received", true)
 	table := `"` + b.schema + `"."received"`
 	effects := `"` + b.schema + `".effects`
@@ -138,16 +160,15 @@ func (v variant[TTx]) env(t *testing.T) inboxtest.Env[TTx] {
 		},
 		OtherTable: func(t *testing.T) inbox.Driver[TTx] { return v.newDriver(t, b, "billing_inbox", true) },
 		Chain: func(t *testing.T) inboxtest.Chain[TTx] {
-			cfg := &postgres.Config{Schema: b.schema}
-			store, err := postgres.New(b.pool, cfg)
+			_, od, err := v.driver(b, &postgres.Config{Schema: b.schema, InboxTable: "received"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Migrate(context.Background()); err != nil {
+			pg, err := postgres.New(b.pool, &postgres.Config{Schema: b.schema})
+			if err != nil {
 				t.Fatal(err)
 			}
-			od, err := v.outbox(cfg)
-			if err != nil {
+			if err := pg.Store().Migrate(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			return inboxtest.Chain[TTx]{Outbox: outbox.New(od, nil), Payloads: func(t *testing.T) []string {
@@ -157,20 +178,21 @@ func (v variant[TTx]) env(t *testing.T) inboxtest.Env[TTx] {
 	}
 }
 
-// The pgx and the database/sql drivers share a table: a message handled
+// The pgx and the database/sql backends share a table: a message handled
 // through one is a duplicate through the other.
-func TestVariantsShareTheTable(t *testing.T) {
-	b := newBundle(t)
+func TestInboxVariantsShareTheTable(t *testing.T) {
+	b := newInboxBundle(t)
 	ctx := context.Background()
-	cfg := &pginbox.Config{Schema: b.schema}
-	pd, err := pginbox.NewPgx(b.pool, cfg)
+	cfg := &postgres.Config{Schema: b.schema}
+	pg, err := postgres.New(b.pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd, err := pginbox.NewSQL(b.db, cfg)
+	sq, err := postgres.NewSQL(b.db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pd, sd := pg.Inbox(), sq.Inbox()
 	if err := pd.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -191,13 +213,14 @@ func TestVariantsShareTheTable(t *testing.T) {
 }
 
 // Schema names are checked like table names (the suite checks those).
-func TestBadSchemaNames(t *testing.T) {
+func TestInboxBadSchemaNames(t *testing.T) {
 	for _, schema := range []string{`a"b`, "x; DROP SCHEMA y", "1abc", strings.Repeat("a", 41)} {
-		cfg := &pginbox.Config{Schema: schema}
-		_, errPgx := pginbox.NewPgx(nil, cfg)
-		_, errSQL := pginbox.NewSQL(nil, cfg)
-		_, errDDL := pginbox.SchemaSQL(cfg)
-		for _, err := range []error{errPgx, errSQL, errDDL} {
+		cfg := &postgres.Config{Schema: schema}
+		_, errPgx := postgres.New(nil, cfg)
+		_, errSQL := postgres.NewSQL(nil, cfg)
+		_, errAll := postgres.SchemaSQL(cfg)
+		_, errMig := postgres.Migrations(cfg)
+		for _, err := range []error{errPgx, errSQL, errAll, errMig} {
 			if !errors.Is(err, stores.ErrBadIdentifier) {
 				t.Errorf("schema %q: %v, want ErrBadIdentifier", schema, err)
 			}
@@ -207,13 +230,14 @@ func TestBadSchemaNames(t *testing.T) {
 
 // A topic PostgreSQL's text refuses (invalid UTF-8, NUL) is stored
 // cleaned up rather than failing the message.
-func TestOddTopicIsCleanedUp(t *testing.T) {
-	b := newBundle(t)
-	d, err := pginbox.NewSQL(b.db, &pginbox.Config{Schema: b.schema})
-	if err == nil {
-		err = d.Migrate(context.Background())
-	}
+func TestInboxOddTopicIsCleanedUp(t *testing.T) {
+	b := newInboxBundle(t)
+	sq, err := postgres.NewSQL(b.db, &postgres.Config{Schema: b.schema})
 	if err != nil {
+		t.Fatal(err)
+	}
+	d := sq.Inbox()
+	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	m := inbox.Message{ID: outbox.NewID(), Topic: "a\xffb\x00c"}

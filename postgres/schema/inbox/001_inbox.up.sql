@@ -1,0 +1,14 @@
+-- outbox inbox schema for PostgreSQL. Idempotent: safe to run again.
+CREATE SCHEMA IF NOT EXISTS "{{.Schema}}";
+
+-- One row per message a consumer has handled, written in the handler's own
+-- transaction; a message whose id is here is a duplicate.
+CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Table}}" (
+    id          uuid        PRIMARY KEY,
+    topic       text        NOT NULL,
+    received_at timestamptz NOT NULL
+);
+
+-- Purge deletes the oldest records first.
+CREATE INDEX IF NOT EXISTS "{{.Table}}_received_at"
+    ON "{{.Schema}}"."{{.Table}}" (received_at);

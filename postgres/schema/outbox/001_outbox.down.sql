@@ -1,0 +1,2 @@
+-- Drops the outbox table with every event in it. The schema is left alone.
+DROP TABLE IF EXISTS "{{.Schema}}"."{{.Table}}";
