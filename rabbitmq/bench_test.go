@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+	"github.com/outboxgo/outbox/rabbitmq"
 )
 
 // BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to an
@@ -16,7 +16,7 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	const batch = 1000
 	ex, _ := topology(b)
-	pub := newPublisher(b, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	pub := newPublisher(b, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: ex})
 	b.Cleanup(func() { _ = pub.Close() })
 	payload := bytes.Repeat([]byte("x"), 200)
 	msgs := make([]outbox.Message, batch)

@@ -47,14 +47,18 @@ func (p *Publisher) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	result := make(chan error, 1)
-	go func() { result <- p.probe(conn) }()
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		err = p.probe(conn)
+	}()
 	select {
-	case err = <-result:
+	case <-probed:
 	case <-ctx.Done():
-		// Closing the socket ends the probe's calls.
+		// Closing the socket ends the probe's calls; their failure is the
+		// closed socket's, not the broker's.
 		_ = conn.CloseDeadline(time.Now())
-		<-result
+		<-probed
 		return publishers.Unavailable(fmt.Errorf("rabbitmq publisher: check: %w", ctx.Err()))
 	}
 	_ = conn.CloseDeadline(time.Now().Add(p.cfg.DialTimeout))

@@ -23,7 +23,7 @@ func downPublisher(t *testing.T) *Publisher {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	cfg := Config{URL: "amqp://guest:guest@" + addr + "/", MaxMessageSize: 10, DialTimeout: time.Second}.WithDefaults()
+	cfg := (&PublisherConfig{URL: "amqp://guest:guest@" + addr + "/", MaxMessageSize: 10, DialTimeout: time.Second}).WithDefaults()
 	p := &Publisher{cfg: cfg, done: make(chan struct{})}
 	p.log = cfg.Logger
 	t.Cleanup(func() { _ = p.Close() })

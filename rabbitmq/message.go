@@ -9,8 +9,17 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+)
+
+// Headers the publisher sets on every message, besides the message's own.
+const (
+	// HeaderKey carries Message.Key, when not empty.
+	HeaderKey = "Outbox-Key"
+	// HeaderCreatedAt carries Message.CreatedAt in RFC 3339 with
+	// nanoseconds, when not zero.
+	HeaderCreatedAt = "Outbox-Created-At"
 )
 
 // Headers the subscriber reads and sets.
@@ -86,7 +95,7 @@ func headerInt(v any) int {
 	return 0
 }
 
-// Decode turns a delivery published by publishers/rabbitmq into an
+// Decode turns a delivery published by a Publisher into an
 // inbox.Message: the ID from MessageId (a UUID), the topic from the routing
 // key it was published with (x-outbox-routing-key on a retried copy) less
 // routingKeyPrefix, Type from the Type property, Key and CreatedAt
@@ -109,12 +118,12 @@ func Decode(d amqp.Delivery, routingKeyPrefix string) (inbox.Message, error) {
 	for k, v := range d.Headers {
 		s, isString := v.(string)
 		switch {
-		case strings.EqualFold(k, rabbitpub.HeaderKey):
+		case strings.EqualFold(k, HeaderKey):
 			out.Key = s
-		case strings.EqualFold(k, rabbitpub.HeaderCreatedAt):
+		case strings.EqualFold(k, HeaderCreatedAt):
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return out, fmt.Errorf("%w: %s %v: %v", inbox.ErrInvalidMessage, k, v, err)
+				return out, fmt.Errorf("%w: %s %v: %w", inbox.ErrInvalidMessage, k, v, err)
 			}
 			out.CreatedAt = t
 		case strings.HasPrefix(strings.ToLower(k), "x-"), !isString:
@@ -167,4 +176,30 @@ func deadLetterMsg(d amqp.Delivery, queue string, delivery int, cause error) amq
 	delete(p.Headers, HeaderOriginalExchange)
 	delete(p.Headers, HeaderOriginalRoutingKey)
 	return p
+}
+
+// publishing builds the AMQP message of m.
+func publishing(m *outbox.Message) amqp.Publishing {
+	h := make(amqp.Table, len(m.Headers)+2)
+	for k, v := range m.Headers {
+		if strings.EqualFold(k, HeaderKey) || strings.EqualFold(k, HeaderCreatedAt) {
+			continue
+		}
+		h[k] = v
+	}
+	if m.Key != "" {
+		h[HeaderKey] = m.Key
+	}
+	pub := amqp.Publishing{
+		Headers:      h,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.ID.String(),
+		Type:         m.Type,
+		Body:         m.Payload,
+	}
+	if !m.CreatedAt.IsZero() {
+		h[HeaderCreatedAt] = m.CreatedAt.UTC().Format(time.RFC3339Nano)
+		pub.Timestamp = m.CreatedAt.UTC()
+	}
+	return pub
 }

@@ -7,7 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox/inbox"
-	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
+	"github.com/outboxgo/outbox/rabbitmq"
 )
 
 func TestDecode(t *testing.T) {
@@ -16,12 +16,12 @@ func TestDecode(t *testing.T) {
 	d := amqp.Delivery{MessageId: id, Type: "T", RoutingKey: "q", Exchange: "", Timestamp: ts, Body: []byte("p"),
 		Headers: amqp.Table{"Outbox-Key": "k", "x-outbox-deliveries": int32(2), "x-delivery-count": int64(1),
 			"x-outbox-routing-key": "ev.orders", "x-outbox-exchange": "ex", "a": "b", "n": int32(7)}}
-	m, err := rabbitsub.Decode(d, "ev.")
+	m, err := rabbitmq.Decode(d, "ev.")
 	if err != nil || m.ID.String() != id || m.Topic != "orders" || m.Key != "k" || m.Type != "T" || string(m.Payload) != "p" ||
 		!m.CreatedAt.Equal(ts) || len(m.Headers) != 1 || m.Headers["a"] != "b" || m.Delivery != 4 {
 		t.Fatalf("Decode = %+v, %v", m, err)
 	}
-	if n := rabbitsub.Deliveries(amqp.Delivery{}); n != 1 {
+	if n := rabbitmq.Deliveries(amqp.Delivery{}); n != 1 {
 		t.Fatalf("Deliveries of a first delivery = %d", n)
 	}
 	for name, d := range map[string]amqp.Delivery{
@@ -29,7 +29,7 @@ func TestDecode(t *testing.T) {
 		"bad id":      {MessageId: "nope"},
 		"bad created": {MessageId: id, Headers: amqp.Table{"Outbox-Created-At": "yesterday"}},
 	} {
-		if _, err := rabbitsub.Decode(d, ""); !inbox.IsPermanent(err) {
+		if _, err := rabbitmq.Decode(d, ""); !inbox.IsPermanent(err) {
 			t.Errorf("%s: Decode error %v, want a permanent one", name, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Publish publishes msgs pipelined on one channel, then waits for every
-// confirm, for Config.ConfirmTimeout or for ctx. It returns one error per
+// confirm, for PublisherConfig.ConfirmTimeout or for ctx. It returns one error per
 // message, nil when the broker confirmed it and did not return it. See the
 // package documentation for how errors are classified.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
@@ -92,7 +92,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		why := s.configRefusal()
 		for i, err := range errs {
 			if publishers.IsUnavailable(err) {
-				errs[i] = publishers.Misconfigured(fmt.Errorf("rabbitmq publish %s: %w: %v", msgs[i].ID, ErrConfigRefused, why))
+				errs[i] = publishers.Misconfigured(fmt.Errorf("rabbitmq publish %s: %w: %w", msgs[i].ID, ErrConfigRefused, why))
 			}
 		}
 	case s.refusal() != nil:
@@ -101,7 +101,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return errs
 }
 
-// await waits for the confirms of dcs — for Config.ConfirmTimeout, ctx or
+// await waits for the confirms of dcs — for PublisherConfig.ConfirmTimeout, ctx or
 // Close — and fails those that did not come as unavailable.
 func (p *Publisher) await(ctx context.Context, msgs []outbox.Message, dcs []*amqp.DeferredConfirmation, errs []error) {
 	timer := time.NewTimer(p.cfg.ConfirmTimeout)
@@ -209,11 +209,11 @@ func (p *Publisher) publishAlone(ctx context.Context, m *outbox.Message) error {
 	case e, ok := <-closes:
 		switch {
 		case ok && e != nil && e.Code == amqp.PreconditionFailed && !s.conn.IsClosed():
-			return publishers.Permanent(fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrRefused, e.Reason))
+			return publishers.Permanent(fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrMessageRefused, e.Reason))
 		case ok && e != nil && ConfigRefusal(e) != nil:
-			return publishers.Misconfigured(fmt.Errorf("rabbitmq publish %s: %w: %v", m.ID, ErrConfigRefused, e))
+			return publishers.Misconfigured(fmt.Errorf("rabbitmq publish %s: %w: %w", m.ID, ErrConfigRefused, e))
 		case ok && e != nil:
-			return unavailable(fmt.Errorf("%w: %v", ErrNoChannel, e))
+			return unavailable(fmt.Errorf("%w: %w", ErrNoChannel, e))
 		}
 	case <-timer.C:
 	}

@@ -1,6 +1,7 @@
 package rabbitmq_test
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,11 +12,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+	"github.com/outboxgo/outbox/rabbitmq"
 )
 
 // rabbitURL is the shared RabbitMQ: OUTBOX_TEST_AMQP_URL, or the local one.
@@ -87,7 +89,7 @@ var harness = publishertest.Harness{
 		ex, q := topology(t)
 		exchanges.Store(t.Name(), ex)
 		t.Cleanup(func() { exchanges.Delete(t.Name()) })
-		return env(rabbitURL(), ex, q)
+		return pubEnv(rabbitURL(), ex, q)
 	},
 	Outage: func(t *testing.T) publishertest.Outage {
 		ex, q := topology(t)
@@ -95,7 +97,7 @@ var harness = publishertest.Harness{
 		px := tcpproxy.Start(t, u.Host)
 		u.Host = px.Addr
 		return publishertest.Outage{
-			Env:   env(u.String(), ex, q),
+			Env:   pubEnv(u.String(), ex, q),
 			Stop:  func(*testing.T) { px.Cut() },
 			Start: func(t *testing.T) { px.Restore(t) },
 		}
@@ -117,9 +119,9 @@ var harness = publishertest.Harness{
 	},
 }
 
-// refusedFromURL is a refused publisher as the CLI makes it, from a URL:
-// the shared broker's, changed by edit, publishing to the test's exchange
-// with suffix appended.
+// refusedFromURL is a refused publisher as the CLI makes it, from a URL
+// through the registered scheme: the shared broker's, changed by edit,
+// publishing to the test's exchange with suffix appended.
 func refusedFromURL(t *testing.T, env publishertest.Env, edit func(*url.URL), suffix string) (publishers.Publisher, error) {
 	ex, ok := exchanges.Load(t.Name())
 	if !ok {
@@ -134,32 +136,33 @@ func refusedFromURL(t *testing.T, env publishertest.Env, edit func(*url.URL), su
 	}
 	u.RawQuery = url.Values{"exchange": {ex.(string) + suffix}, "max_message_size": {fmt.Sprint(env.MaxPayload)},
 		"confirm_timeout": {"20s"}}.Encode()
-	p, err := rabbitpub.NewFromURL(u.String())
+	p, err := backend.OpenBroker(context.Background(), u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func env(pubURL, exchange, queue string) publishertest.Env {
+func pubEnv(pubURL, exchange, queue string) publishertest.Env {
 	return publishertest.Env{
 		NewPublisher: func(t *testing.T) publishers.Publisher {
-			return newPublisher(t, rabbitpub.Config{URL: pubURL, Exchange: exchange, MaxMessageSize: testMaxMessageSize})
+			return newPublisher(t, &rabbitmq.PublisherConfig{URL: pubURL, Exchange: exchange, MaxMessageSize: testMaxMessageSize})
 		},
 		Topic: testTopic,
 		Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 			return read(t, queue, n, timeout)
 		},
 		MaxPayload: testMaxMessageSize,
+		Dedup:      false, // RabbitMQ stores every copy of a re-sent ID
 	}
 }
 
 // newPublisher returns a publisher made from cfg; the caller closes it.
-func newPublisher(t testing.TB, cfg rabbitpub.Config) *rabbitpub.Publisher {
+func newPublisher(t testing.TB, cfg *rabbitmq.PublisherConfig) *rabbitmq.Publisher {
 	t.Helper()
-	p, err := rabbitpub.New(cfg)
+	p, err := rabbitmq.NewPublisher(cfg)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewPublisher: %v", err)
 	}
 	return p
 }
@@ -192,7 +195,7 @@ func read(t *testing.T, queue string, n int, timeout time.Duration) []publishert
 			for k, v := range d.Headers {
 				h[k] = fmt.Sprint(v)
 			}
-			key, _ := d.Headers[rabbitpub.HeaderKey].(string)
+			key, _ := d.Headers[rabbitmq.HeaderKey].(string)
 			out = append(out, publishertest.Received{
 				ID:      d.MessageId,
 				Key:     key,
@@ -208,6 +211,6 @@ func read(t *testing.T, queue string, n int, timeout time.Duration) []publishert
 	return out
 }
 
-func TestConformance(t *testing.T) {
+func TestPublisherConformance(t *testing.T) {
 	publishertest.Run(t, harness)
 }

@@ -12,14 +12,14 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/publishers"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+	"github.com/outboxgo/outbox/rabbitmq"
 )
 
 // TestUnroutable: a message no queue takes fails alone, unmarked (retried,
 // then dead-lettered), and the routable ones of the batch are stored.
 func TestUnroutable(t *testing.T) {
 	ex, q := topology(t)
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	p := newPublisher(t, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: ex})
 	defer p.Close()
 	msgs := []outbox.Message{
 		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
@@ -31,7 +31,7 @@ func TestUnroutable(t *testing.T) {
 	errs := p.Publish(ctx, msgs)
 	for i, err := range errs {
 		switch {
-		case i == 1 && (!errors.Is(err, rabbitpub.ErrUnroutable) || publishers.IsUnavailable(err) || publishers.IsPermanent(err)):
+		case i == 1 && (!errors.Is(err, rabbitmq.ErrUnroutable) || publishers.IsUnavailable(err) || publishers.IsPermanent(err)):
 			t.Errorf("unroutable message: got %v, want an unmarked ErrUnroutable", err)
 		case i != 1 && err != nil:
 			t.Errorf("message %d: %v", i, err)
@@ -49,13 +49,13 @@ func TestUnroutable(t *testing.T) {
 func TestMissingExchange(t *testing.T) {
 	ex, _ := topology(t)
 	missing := ex + "-missing"
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: missing})
+	p := newPublisher(t, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: missing})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	msgs := []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}, {ID: outbox.NewID(), Topic: testTopic}}
 	for i, err := range p.Publish(ctx, msgs) {
-		if !misconfiguredOnly(err) || !errors.Is(err, rabbitpub.ErrConfigRefused) {
+		if !misconfiguredOnly(err) || !errors.Is(err, rabbitmq.ErrConfigRefused) {
 			t.Errorf("message %d: got %v, want ErrConfigRefused classified Misconfigured only", i, err)
 		}
 	}
@@ -74,7 +74,7 @@ func TestMissingExchange(t *testing.T) {
 // publisher fails the next batch as Misconfigured, and Check says so.
 func TestExchangeDeletedMidRun(t *testing.T) {
 	ex, _ := topology(t)
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	p := newPublisher(t, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: ex})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -148,7 +148,7 @@ func declare(t *testing.T, exchange string) string {
 // without being sent; the rest of the batch is published.
 func TestRoutingHeadersRefused(t *testing.T) {
 	ex, q := topology(t)
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex})
+	p := newPublisher(t, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: ex})
 	defer p.Close()
 	msgs := []outbox.Message{
 		{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("a")},
@@ -160,7 +160,7 @@ func TestRoutingHeadersRefused(t *testing.T) {
 	defer cancel()
 	for i, err := range p.Publish(ctx, msgs) {
 		switch {
-		case (i == 1 || i == 2) && (!publishers.IsPermanent(err) || !errors.Is(err, rabbitpub.ErrReservedHeader)):
+		case (i == 1 || i == 2) && (!publishers.IsPermanent(err) || !errors.Is(err, rabbitmq.ErrReservedHeader)):
 			t.Errorf("message %d: got %v, want a permanent ErrReservedHeader", i, err)
 		case (i == 0 || i == 3) && err != nil:
 			t.Errorf("message %d: %v", i, err)
@@ -176,31 +176,12 @@ func TestNewUnreachableIsUnavailable(t *testing.T) {
 	px := tcpproxy.Start(t, "127.0.0.1:1")
 	addr := px.Addr
 	px.Cut()
-	_, err := rabbitpub.New(rabbitpub.Config{URL: "amqp://guest:s3cret@" + addr + "/", DialTimeout: time.Second})
+	_, err := rabbitmq.NewPublisher(&rabbitmq.PublisherConfig{URL: "amqp://guest:s3cret@" + addr + "/", DialTimeout: time.Second})
 	if !publishers.IsUnavailable(err) {
 		t.Errorf("got %v, want unavailable", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error leaks the password: %v", err)
-	}
-}
-
-func TestConfigFromURL(t *testing.T) {
-	cfg, err := rabbitpub.ConfigFromURL("amqp://bob:s3cret@h:5672/vh?exchange=ev&routing_key_prefix=app.&confirm_timeout=5s&max_message_size=1000&heartbeat=5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Exchange != "ev" || cfg.RoutingKey("x") != "app.x" || cfg.ConfirmTimeout != 5*time.Second || cfg.MaxMessageSize != 1000 {
-		t.Errorf("cfg %+v", cfg)
-	}
-	if cfg.URL != "amqp://bob:s3cret@h:5672/vh?heartbeat=5" {
-		t.Errorf("URL %q", cfg.URL)
-	}
-	for _, bad := range []string{"kafka://h", "amqp://bob:s3cret@h/?confirm_timeout=x"} {
-		_, err := rabbitpub.ConfigFromURL(bad)
-		if err == nil || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: %v", bad, err)
-		}
 	}
 }
 
@@ -210,7 +191,7 @@ func TestConfigFromURL(t *testing.T) {
 // on the same connection.
 func TestNotRepresentable(t *testing.T) {
 	ex, q := topology(t)
-	p := newPublisher(t, rabbitpub.Config{URL: rabbitURL(), Exchange: ex, RoutingKey: func(topic string) string {
+	p := newPublisher(t, &rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: ex, RoutingKey: func(topic string) string {
 		if topic == testTopic {
 			return topic
 		}
@@ -241,5 +222,33 @@ func TestNotRepresentable(t *testing.T) {
 	got := read(t, q, 4, 15*time.Second)
 	if len(got) != 4 || got[0].ID != msgs[0].ID.String() || got[1].ID != msgs[3].ID.String() {
 		t.Errorf("read %+v", got)
+	}
+}
+
+// TestPublisherConfigChecks: NewPublisher refuses a negative setting,
+// naming the field, before it dials; nil is every default (the local
+// broker, as guest).
+func TestPublisherConfigChecks(t *testing.T) {
+	const unreachable = "amqp://guest:guest@127.0.0.1:1/"
+	for field, cfg := range map[string]*rabbitmq.PublisherConfig{
+		"MaxMessageSize": {URL: unreachable, MaxMessageSize: -1},
+		"ConfirmTimeout": {URL: unreachable, ConfirmTimeout: -time.Second},
+		"DialTimeout":    {URL: unreachable, DialTimeout: -time.Second},
+		"URL":            {URL: "http://guest:s3cret@127.0.0.1/"},
+	} {
+		_, err := rabbitmq.NewPublisher(cfg)
+		if err == nil || !strings.Contains(err.Error(), field) || publishers.IsUnavailable(err) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: got %v, want a config error naming it", field, err)
+		}
+	}
+	if rabbitURL() != rabbitmq.DefaultURL {
+		t.Skip("the shared RabbitMQ is not the default URL's")
+	}
+	p, err := rabbitmq.NewPublisher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

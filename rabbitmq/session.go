@@ -242,5 +242,5 @@ func (s *session) configRefusal() *amqp.Error {
 // closed: unavailable (Publish then marks it Misconfigured when the close
 // was a refusal of the configuration).
 func (s *session) lost(m string) error {
-	return publishers.Unavailable(fmt.Errorf("rabbitmq publish %s: %w: %v", m, ErrNoChannel, s.why()))
+	return publishers.Unavailable(fmt.Errorf("rabbitmq publish %s: %w: %w", m, ErrNoChannel, s.why()))
 }

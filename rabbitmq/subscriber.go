@@ -12,7 +12,7 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/consumer"
 	"github.com/outboxgo/outbox/internal/redact"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Subscriber consumes a RabbitMQ queue into an inbox. TTx is the inbox's
@@ -20,7 +20,7 @@ import (
 type Subscriber[TTx any] struct {
 	in  *inbox.Inbox[TTx]
 	h   inbox.Handler[TTx]
-	cfg Config
+	cfg SubscriberConfig
 	log *slog.Logger
 	lc  *consumer.Lifecycle // Done: the run loop has returned
 }
@@ -29,51 +29,47 @@ type Subscriber[TTx any] struct {
 // MaxDeliveries times without a result (its consumer died).
 var errExhausted = errors.New("delivered more than MaxDeliveries times without a result (the consumer died)")
 
-// New returns a Subscriber that handles the messages of cfg.Queue with h
-// through in. It does not connect until Start.
-func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subscriber[TTx], error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+// NewSubscriber returns a Subscriber that handles the messages of
+// cfg.Queue with h through in. cfg is required (it names the queue and the
+// dead-letter destination). It does not connect until Start.
+func NewSubscriber[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg *SubscriberConfig) (*Subscriber[TTx], error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if in == nil || h == nil {
 		return nil, errors.New("rabbitmq subscriber: nil inbox or handler")
 	}
-	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: cfg,
-		log: cfg.Logger.With("queue", cfg.Queue, "url", redact.URL(cfg.URL)), lc: consumer.NewLifecycle("rabbitmq subscriber")}, nil
+	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: c,
+		log: c.Logger.With("queue", c.Queue, "url", redact.URL(c.URL)), lc: consumer.NewLifecycle("rabbitmq subscriber")}, nil
 }
 
-// session is one connection: a consuming channel and a confirming channel
-// for republishes and dead letters.
-type session struct {
+var _ subscribers.Subscriber = (*Subscriber[struct{}])(nil)
+
+// subSession is one connection of the subscriber: a consuming channel
+// and a confirming channel for republishes and dead letters.
+type subSession struct {
 	conn       *amqp.Connection
 	ch, pub    *amqp.Channel
 	deliveries <-chan amqp.Delivery
 	tag        string
 }
 
-// ErrRefused marks an error of Start (or a reconnection) as the broker
-// refusing the subscriber's configuration: wrong credentials (403), an
-// unknown vhost or one the user may not use (530), a missing queue (404),
-// no permission on it (403). Retrying does not help until the
-// configuration is fixed.
-var ErrRefused = errors.New("refused by the broker (credentials, vhost, queue or permissions)")
-
 // connect dials, runs Setup, and starts consuming.
-func (s *Subscriber[TTx]) connect() (*session, error) {
-	conn, err := amqp.DialConfig(s.cfg.URL, s.cfg.amqpConfig())
+func (s *Subscriber[TTx]) connect() (*subSession, error) {
+	conn, err := amqp.DialConfig(s.cfg.URL, dialConfig(s.cfg.AMQP, s.cfg.DialTimeout))
 	if err != nil {
 		msg := fmt.Sprintf("dial %s: %s", redact.URL(s.cfg.URL), redact.Text(err.Error()))
-		if rabbitpub.ConfigRefusal(err) != nil {
-			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s", ErrRefused, msg)
+		if ConfigRefusal(err) != nil {
+			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s", ErrConfigRefused, msg)
 		}
 		return nil, fmt.Errorf("rabbitmq subscriber: %s", msg)
 	}
-	sess := &session{conn: conn, tag: fmt.Sprintf("outbox-%p", s)}
-	fail := func(what string, err error) (*session, error) {
+	sess := &subSession{conn: conn, tag: fmt.Sprintf("outbox-%p", s)}
+	fail := func(what string, err error) (*subSession, error) {
 		_ = conn.Close()
-		if rabbitpub.ConfigRefusal(err) != nil {
-			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s: %w", ErrRefused, what, err)
+		if ConfigRefusal(err) != nil {
+			return nil, fmt.Errorf("rabbitmq subscriber: %w: %s: %w", ErrConfigRefused, what, err)
 		}
 		return nil, fmt.Errorf("rabbitmq subscriber: %s: %w", what, err)
 	}
@@ -109,7 +105,7 @@ func (s *Subscriber[TTx]) connect() (*session, error) {
 // that the subscriber reconnects by itself. It may be called once. It
 // fails at once, without retrying, when the broker cannot be reached or
 // refuses the subscriber; a refusal of the configuration (credentials,
-// vhost, queue, permissions) wraps ErrRefused.
+// vhost, queue, permissions) wraps ErrConfigRefused.
 func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 	return s.lc.Start(func() error {
 		if err := ctx.Err(); err != nil {
@@ -125,14 +121,11 @@ func (s *Subscriber[TTx]) Start(ctx context.Context) error {
 }
 
 // run serves sessions until Stop, reconnecting when one drops.
-func (s *Subscriber[TTx]) run(sess *session) {
+func (s *Subscriber[TTx]) run(sess *subSession) {
 	defer s.lc.Done()
 	delay := s.cfg.ReconnectDelay
 	for {
 		if sess != nil {
-			if s.cfg.Hooks.Connected != nil {
-				s.cfg.Hooks.Connected()
-			}
 			s.serve(sess)
 			_ = sess.conn.Close()
 			delay = s.cfg.ReconnectDelay
@@ -142,7 +135,7 @@ func (s *Subscriber[TTx]) run(sess *session) {
 		}
 		var err error
 		if sess, err = s.connect(); err != nil {
-			if errors.Is(err, ErrRefused) {
+			if errors.Is(err, ErrConfigRefused) {
 				s.log.Error("rabbitmq subscriber: reconnect refused; retrying until the configuration is fixed", "err", err, "retry_in", delay)
 			} else {
 				s.log.Warn("rabbitmq subscriber: reconnect failed", "err", err, "retry_in", delay)
@@ -155,7 +148,7 @@ func (s *Subscriber[TTx]) run(sess *session) {
 // serve runs Concurrency workers on the session's deliveries until the
 // channel closes: on Stop (the consumer is cancelled) or a dropped
 // connection.
-func (s *Subscriber[TTx]) serve(sess *session) {
+func (s *Subscriber[TTx]) serve(sess *subSession) {
 	var wg sync.WaitGroup
 	for range s.cfg.Concurrency {
 		wg.Add(1)
@@ -197,27 +190,27 @@ func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
-// handlers Config.ShutdownTimeout.
+// handlers ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
 	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
 
 // process handles one delivery and settles it.
-func (s *Subscriber[TTx]) process(sess *session, d amqp.Delivery) {
+func (s *Subscriber[TTx]) process(sess *subSession, d amqp.Delivery) {
 	_, rk := origin(d)
-	st := Settlement{RoutingKey: rk, Delivery: Deliveries(d)}
+	st := subscribers.Settlement{Source: rk, Delivery: Deliveries(d)}
 	msg, err := Decode(d, s.cfg.RoutingKeyPrefix)
 	st.Message = msg
 	r := consumer.Handle(s.lc.Context(), s.in, s.h, msg, err, st.Delivery, s.cfg.MaxDeliveries, errExhausted)
 	st.Outcome, st.Err = r.Outcome, r.Err
-	switch r.Verdict {
-	case consumer.Ack:
+	switch r.Action {
+	case subscribers.ActionAck:
 		s.ack(d, &st)
-	case consumer.Release:
-		s.requeue(d, &st)
-	case consumer.DeadLetter:
+	case subscribers.ActionRelease:
+		s.release(d, &st)
+	case subscribers.ActionDeadLetter:
 		s.deadLetter(sess, d, &st, r.Err)
-	case consumer.Retry:
+	case subscribers.ActionRetry:
 		s.retry(sess, d, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
@@ -227,25 +220,25 @@ func (s *Subscriber[TTx]) process(sess *session, d amqp.Delivery) {
 
 // ack acknowledges a committed (or duplicate) message. A lost ack (the
 // connection dropped) makes the broker deliver it again: a duplicate.
-func (s *Subscriber[TTx]) ack(d amqp.Delivery, st *Settlement) {
+func (s *Subscriber[TTx]) ack(d amqp.Delivery, st *subscribers.Settlement) {
 	if s.cfg.Hooks.AfterCommit != nil {
 		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
 	}
-	st.Action = ActionAck
+	st.Action = subscribers.ActionAck
 	if err := d.Ack(false); err != nil {
 		s.log.Warn("rabbitmq subscriber: ack failed; the redelivery will be a duplicate", "id", st.Message.ID, "err", err)
 	}
 }
 
-func (s *Subscriber[TTx]) requeue(d amqp.Delivery, st *Settlement) {
-	st.Action = ActionRequeue
+func (s *Subscriber[TTx]) release(d amqp.Delivery, st *subscribers.Settlement) {
+	st.Action = subscribers.ActionRelease
 	if err := d.Nack(false, true); err != nil {
 		s.log.Warn("rabbitmq subscriber: nack", "id", st.Message.ID, "err", err)
 	}
 }
 
 // publish publishes p and waits for the broker's confirmation.
-func (s *Subscriber[TTx]) publish(sess *session, exchange, key string, p amqp.Publishing) error {
+func (s *Subscriber[TTx]) publish(sess *subSession, exchange, key string, p amqp.Publishing) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ConfirmTimeout)
 	defer cancel()
 	conf, err := sess.pub.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, p)
@@ -257,7 +250,7 @@ func (s *Subscriber[TTx]) publish(sess *session, exchange, key string, p amqp.Pu
 	case err != nil:
 		return err
 	case !ok:
-		return errors.New("nacked by the broker")
+		return ErrNacked
 	}
 	return nil
 }
@@ -265,19 +258,19 @@ func (s *Subscriber[TTx]) publish(sess *session, exchange, key string, p amqp.Pu
 // retry waits the backoff, then republishes the message to the queue with
 // its delivery count incremented and acknowledges the original. A Stop
 // during the wait, or a failed republish, hands the message back instead.
-func (s *Subscriber[TTx]) retry(sess *session, d amqp.Delivery, st *Settlement) {
-	st.RetryDelay = s.cfg.Backoff.delay(st.Delivery)
-	s.log.Info("rabbitmq subscriber: handler failed; retrying", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.RetryDelay, "err", st.Err)
-	if !s.lc.Wait(st.RetryDelay) {
-		s.requeue(d, st)
+func (s *Subscriber[TTx]) retry(sess *subSession, d amqp.Delivery, st *subscribers.Settlement) {
+	st.Delay = s.cfg.Backoff.Delay(st.Delivery)
+	s.log.Info("rabbitmq subscriber: handler failed; retrying", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.Delay, "err", st.Err)
+	if !s.lc.Wait(st.Delay) {
+		s.release(d, st)
 		return
 	}
 	if err := s.publish(sess, "", s.cfg.Queue, retryMsg(d, st.Delivery)); err != nil {
 		s.log.Warn("rabbitmq subscriber: republish failed; requeueing", "id", st.Message.ID, "err", err)
-		s.requeue(d, st)
+		s.release(d, st)
 		return
 	}
-	st.Action = ActionRetry
+	st.Action = subscribers.ActionRetry
 	if err := d.Ack(false); err != nil {
 		s.log.Warn("rabbitmq subscriber: ack of a republished message failed", "id", st.Message.ID, "err", err)
 	}
@@ -285,15 +278,15 @@ func (s *Subscriber[TTx]) retry(sess *session, d amqp.Delivery, st *Settlement) 
 
 // deadLetter publishes the message to the dead-letter destination and
 // acknowledges it. When the publish fails it is handed back.
-func (s *Subscriber[TTx]) deadLetter(sess *session, d amqp.Delivery, st *Settlement, cause error) {
+func (s *Subscriber[TTx]) deadLetter(sess *subSession, d amqp.Delivery, st *subscribers.Settlement, cause error) {
 	st.Err = cause
 	if err := s.publish(sess, s.cfg.DeadLetterExchange, s.cfg.DeadLetterRoutingKey, deadLetterMsg(d, s.cfg.Queue, st.Delivery, cause)); err != nil {
 		s.log.Error("rabbitmq subscriber: dead-letter publish failed; requeueing", "id", st.Message.ID, "err", err)
 		st.Err = fmt.Errorf("%w (and the dead-letter publish failed: %w)", cause, err)
-		s.requeue(d, st)
+		s.release(d, st)
 		return
 	}
-	st.Action = ActionDeadLetter
+	st.Action = subscribers.ActionDeadLetter
 	s.log.Warn("rabbitmq subscriber: dead-lettered", "id", st.Message.ID, "delivery", st.Delivery, "err", cause)
 	if err := d.Ack(false); err != nil {
 		s.log.Warn("rabbitmq subscriber: ack of a dead letter failed", "id", st.Message.ID, "err", err)

@@ -8,29 +8,22 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
-	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
+	"github.com/outboxgo/outbox/rabbitmq"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-func TestConformance(t *testing.T) {
+func TestSubscriberConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
 		Setup: func(t *testing.T) subscribertest.Env {
-			e := newEnv(t, rabbitURL())
+			e := newSubEnv(t, rabbitURL())
 			envs.Store(t.Name(), e)
 			t.Cleanup(func() { envs.Delete(t.Name()) })
 			return e.env()
@@ -41,19 +34,21 @@ func TestConformance(t *testing.T) {
 				t.Skip("the outage case proxies the local RabbitMQ only")
 			}
 			px := tcpproxy.Start(t, local)
-			e := newEnv(t, strings.Replace(rabbitURL(), local, px.Addr, 1))
+			e := newSubEnv(t, strings.Replace(rabbitURL(), local, px.Addr, 1))
 			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{Concurrency: true},
 		Refusals: []subscribertest.Refusal{
 			{Name: "wrong password", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
-				return refusedSub(t, c, func(u *url.URL, _ *rabbitsub.Config) { u.User = url.UserPassword(u.User.Username(), "wrong-password") })
+				return refusedSub(t, c, func(u *url.URL, _ *rabbitmq.SubscriberConfig) {
+					u.User = url.UserPassword(u.User.Username(), "wrong-password")
+				})
 			}},
 			{Name: "unknown vhost", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
-				return refusedSub(t, c, func(u *url.URL, _ *rabbitsub.Config) { u.Path, u.RawPath = "/outbox-no-such-vhost", "" })
+				return refusedSub(t, c, func(u *url.URL, _ *rabbitmq.SubscriberConfig) { u.Path, u.RawPath = "/outbox-no-such-vhost", "" })
 			}},
 			{Name: "missing queue", New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
-				return refusedSub(t, c, func(_ *url.URL, cfg *rabbitsub.Config) { cfg.Queue += "-missing" })
+				return refusedSub(t, c, func(_ *url.URL, cfg *rabbitmq.SubscriberConfig) { cfg.Queue += "-missing" })
 			}},
 		},
 	})
@@ -64,8 +59,8 @@ func TestConformance(t *testing.T) {
 var envs sync.Map
 
 // refusedSub is a subscriber of c on the test's queue, its URL and config
-// changed by edit; Start must fail with ErrRefused.
-func refusedSub(t *testing.T, c subscribertest.Config, edit func(*url.URL, *rabbitsub.Config)) (subscribertest.Subscriber, error) {
+// changed by edit; Start must fail with ErrConfigRefused.
+func refusedSub(t *testing.T, c subscribertest.Config, edit func(*url.URL, *rabbitmq.SubscriberConfig)) (subscribertest.Subscriber, error) {
 	u, err := url.Parse(rabbitURL())
 	if err != nil {
 		t.Fatal(err)
@@ -74,10 +69,10 @@ func refusedSub(t *testing.T, c subscribertest.Config, edit func(*url.URL, *rabb
 	if !ok {
 		t.Fatal("no env for this test: Setup was not called with its t")
 	}
-	cfg := e.(*env).config(c)
-	edit(u, &cfg)
+	cfg := e.(*subEnv).config(c)
+	edit(u, cfg)
 	cfg.URL = u.String()
-	sub, err := rabbitsub.New(c.Inbox, c.Handler, cfg)
+	sub, err := rabbitmq.NewSubscriber(c.Inbox, c.Handler, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +80,7 @@ func refusedSub(t *testing.T, c subscribertest.Config, edit func(*url.URL, *rabb
 }
 
 // refusedStart checks that the refusal is said as such: Start's error
-// wraps ErrRefused and prints no password.
+// wraps ErrConfigRefused and prints no password.
 type refusedStart struct {
 	t *testing.T
 	subscribertest.Subscriber
@@ -93,8 +88,8 @@ type refusedStart struct {
 
 func (r refusedStart) Start(ctx context.Context) error {
 	err := r.Subscriber.Start(ctx)
-	if err != nil && !errors.Is(err, rabbitsub.ErrRefused) {
-		r.t.Errorf("Start: %v: want an error wrapping ErrRefused", err)
+	if err != nil && !errors.Is(err, rabbitmq.ErrConfigRefused) {
+		r.t.Errorf("Start: %v: want an error wrapping ErrConfigRefused", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "wrong-password") {
 		r.t.Errorf("Start: the error prints the password: %v", err)
@@ -102,15 +97,9 @@ func (r refusedStart) Start(ctx context.Context) error {
 	return err
 }
 
-func rabbitURL() string {
-	return testenv.Getenv("OUTBOX_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
-}
-
-var seq atomic.Int64
-
-// env is an exchange of the test's own, routing "orders" to a queue, and
+// subEnv is an exchange of the test's own, routing "orders" to a queue, and
 // a dead-letter queue. Every group shares the one queue.
-type env struct {
+type subEnv struct {
 	ch              *amqp.Channel // the test's own
 	subURL          string        // where subscribers connect
 	exchange, queue string
@@ -118,7 +107,7 @@ type env struct {
 	dead            []subscribertest.DeadLetter // taken from deadQueue so far
 }
 
-func newEnv(t testing.TB, subURL string) *env {
+func newSubEnv(t testing.TB, subURL string) *subEnv {
 	t.Helper()
 	conn, err := amqp.DialConfig(rabbitURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
@@ -130,7 +119,7 @@ func newEnv(t testing.TB, subURL string) *env {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("outbox-subtest-%d-%d", os.Getpid(), seq.Add(1))
-	e := &env{ch: ch, subURL: subURL, exchange: name, queue: name, deadQueue: name + "-dead"}
+	e := &subEnv{ch: ch, subURL: subURL, exchange: name, queue: name, deadQueue: name + "-dead"}
 	if err := ch.ExchangeDeclare(name, amqp.ExchangeDirect, false, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -150,39 +139,26 @@ func newEnv(t testing.TB, subURL string) *env {
 	return e
 }
 
-func (e *env) env() subscribertest.Env {
+func (e *subEnv) env() subscribertest.Env {
 	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.held,
 		DeadLetters: e.deadLetters, Source: "orders", Consumer: func(string) string { return e.queue }, Orphan: e.orphan}
 }
 
-// config is the subscriber config for c; Group and RedeliverAfter have no
-// counterpart.
-func (e *env) config(c subscribertest.Config) rabbitsub.Config {
-	cfg := rabbitsub.Config{URL: e.subURL, Queue: e.queue, DeadLetterRoutingKey: e.deadQueue, ReconnectDelay: 20 * time.Millisecond,
-		MaxDeliveries: c.MaxDeliveries, Backoff: rabbitsub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax}, Concurrency: c.Concurrency,
-		Hooks: rabbitsub.Hooks{AfterCommit: c.AfterCommit}}
-	if c.AfterSettle != nil {
-		cfg.Hooks.AfterSettle = func(st rabbitsub.Settlement) { c.AfterSettle(settlement(st)) }
-	}
-	return cfg
+// config is the subscriber config for c: its Options as they are, with a
+// quick ReconnectDelay; Group and RedeliverAfter have no counterpart.
+func (e *subEnv) config(c subscribertest.Config) *rabbitmq.SubscriberConfig {
+	return &rabbitmq.SubscriberConfig{Options: c.Options, URL: e.subURL, Queue: e.queue, DeadLetterRoutingKey: e.deadQueue,
+		ReconnectDelay: 20 * time.Millisecond}
 }
 
-func settlement(st rabbitsub.Settlement) subscribertest.Settlement {
-	a := map[rabbitsub.Action]subscribertest.Action{rabbitsub.ActionAck: subscribertest.ActionAck,
-		rabbitsub.ActionRetry: subscribertest.ActionRetry, rabbitsub.ActionDeadLetter: subscribertest.ActionDeadLetter,
-		rabbitsub.ActionRequeue: subscribertest.ActionRelease}[st.Action]
-	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
-		Action: a, Delay: st.RetryDelay}
-}
-
-func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
-	return rabbitsub.New(c.Inbox, c.Handler, e.config(c))
+func (e *subEnv) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	return rabbitmq.NewSubscriber(c.Inbox, c.Handler, e.config(c))
 }
 
 // publish publishes msgs through the outbox's own RabbitMQ publisher.
-func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
+func (e *subEnv) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := rabbitpub.New(rabbitpub.Config{URL: rabbitURL(), Exchange: e.exchange})
+	p, err := rabbitmq.NewPublisher(&rabbitmq.PublisherConfig{URL: rabbitURL(), Exchange: e.exchange})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +172,7 @@ func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	}
 }
 
-func (e *env) publishNoID(t *testing.T, payload string) {
+func (e *subEnv) publishNoID(t *testing.T, payload string) {
 	t.Helper()
 	if err := e.ch.PublishWithContext(context.Background(), e.exchange, "orders", false, false,
 		amqp.Publishing{Body: []byte(payload)}); err != nil {
@@ -206,7 +182,7 @@ func (e *env) publishNoID(t *testing.T, payload string) {
 
 // held is how many messages the queue holds ready: those delivered to a
 // connected consumer and not yet acknowledged are not counted.
-func (e *env) held(t *testing.T, _ string) int {
+func (e *subEnv) held(t *testing.T, _ string) int {
 	t.Helper()
 	q, err := e.ch.QueueDeclarePassive(e.queue, false, false, false, false, nil)
 	if err != nil {
@@ -217,7 +193,7 @@ func (e *env) held(t *testing.T, _ string) int {
 
 // deadLetters takes the dead letters from their queue, keeping those taken
 // before.
-func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
+func (e *subEnv) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -235,10 +211,10 @@ func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscrib
 		for k, v := range d.Headers {
 			hs[k] = fmt.Sprint(v)
 		}
-		deliveries, _ := d.Headers[rabbitsub.HeaderDeliveries].(int32)
+		deliveries, _ := d.Headers[rabbitmq.HeaderDeliveries].(int32)
 		e.dead = append(e.dead, subscribertest.DeadLetter{ID: d.MessageId, Payload: string(d.Body), Headers: hs,
-			Error: hs[rabbitsub.HeaderError], Deliveries: int(deliveries), Source: hs[rabbitsub.HeaderRoutingKey],
-			Consumer: hs[rabbitsub.HeaderQueue]})
+			Error: hs[rabbitmq.HeaderError], Deliveries: int(deliveries), Source: hs[rabbitmq.HeaderRoutingKey],
+			Consumer: hs[rabbitmq.HeaderQueue]})
 	}
 	return append([]subscribertest.DeadLetter(nil), e.dead...)
 }
@@ -246,7 +222,7 @@ func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscrib
 // orphan takes n messages with a consumer of its own connection, and
 // closes the connection without acknowledging them: the broker requeues
 // them.
-func (e *env) orphan(t *testing.T, _ subscribertest.Config, n int) {
+func (e *subEnv) orphan(t *testing.T, _ subscribertest.Config, n int) {
 	t.Helper()
 	conn, err := amqp.Dial(rabbitURL())
 	if err != nil {

@@ -10,32 +10,48 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
+	"github.com/outboxgo/outbox/rabbitmq"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
-// New checks the config; Start checks that the queue exists.
-func TestConfigChecks(t *testing.T) {
+// NewSubscriber checks the config, naming the field at fault; Start
+// checks that the queue exists.
+func TestSubscriberConfigChecks(t *testing.T) {
 	in := inbox.New[pgx.Tx](nil, nil)
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	for name, c := range map[string]rabbitsub.Config{
-		"no queue":          {DeadLetterRoutingKey: "d"},
-		"no dead letters":   {Queue: "q"},
-		"dead is the queue": {Queue: "q", DeadLetterRoutingKey: "q"},
-		"bad url":           {URL: "http://x", Queue: "q", DeadLetterRoutingKey: "d"},
-		"negative max":      {Queue: "q", DeadLetterRoutingKey: "d", MaxDeliveries: -1},
-		"backoff min > max": {Queue: "q", DeadLetterRoutingKey: "d", Backoff: rabbitsub.Backoff{Min: time.Second, Max: time.Millisecond}},
-		"concurrency":       {Queue: "q", DeadLetterRoutingKey: "d", Concurrency: -1},
+	for name, c := range map[string]struct {
+		cfg  *rabbitmq.SubscriberConfig
+		want string
+	}{
+		"nil config":        {nil, "Queue is required"},
+		"no queue":          {&rabbitmq.SubscriberConfig{DeadLetterRoutingKey: "d"}, "Queue"},
+		"no dead letters":   {&rabbitmq.SubscriberConfig{Queue: "q"}, "DeadLetterRoutingKey"},
+		"dead is the queue": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "q"}, "itself"},
+		"bad url":           {&rabbitmq.SubscriberConfig{URL: "http://x", Queue: "q", DeadLetterRoutingKey: "d"}, "URL"},
+		"negative max": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d",
+			Options: subscribers.Options{MaxDeliveries: -1}}, "MaxDeliveries"},
+		"backoff min > max": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d",
+			Options: subscribers.Options{Backoff: outbox.Backoff{Min: time.Second, Max: time.Millisecond}}}, "Backoff"},
+		"concurrency": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d",
+			Options: subscribers.Options{Concurrency: -1}}, "Concurrency"},
+		"concurrency over the prefetch": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d",
+			Options: subscribers.Options{Concurrency: 65536}}, "Concurrency"},
+		"negative dial timeout":     {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d", DialTimeout: -1}, "DialTimeout"},
+		"negative reconnect delay":  {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d", ReconnectDelay: -1}, "ReconnectDelay"},
+		"negative confirm timeout":  {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d", ConfirmTimeout: -1}, "ConfirmTimeout"},
+		"negative shutdown timeout": {&rabbitmq.SubscriberConfig{Queue: "q", DeadLetterRoutingKey: "d", Options: subscribers.Options{ShutdownTimeout: -1}}, "ShutdownTimeout"},
 	} {
-		if _, err := rabbitsub.New(in, nop, c); err == nil {
-			t.Errorf("%s: New accepted %+v", name, c)
+		if _, err := rabbitmq.NewSubscriber(in, nop, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: NewSubscriber(%+v) = %v, want an error naming %s", name, c.cfg, err, c.want)
 		}
 	}
-	e := newEnv(t, rabbitURL())
+	e := newSubEnv(t, rabbitURL())
 	cfg := e.config(subscribertest.Config{})
 	cfg.Queue = e.queue + "-missing"
-	s, err := rabbitsub.New(in, nop, cfg)
+	s, err := rabbitmq.NewSubscriber(in, nop, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +65,12 @@ func TestConfigChecks(t *testing.T) {
 // subscriber is a refusal at every reconnection, logged at level Error,
 // not as a passing warning; Stop still returns.
 func TestQueueDeletedMidRunLogsError(t *testing.T) {
-	e := newEnv(t, rabbitURL())
+	e := newSubEnv(t, rabbitURL())
 	logs := &recordHandler{}
 	cfg := e.config(subscribertest.Config{})
 	cfg.Logger = slog.New(logs)
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	sub, err := rabbitsub.New(inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	sub, err := rabbitmq.NewSubscriber(inbox.New[pgx.Tx](nil, nil), nop, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +83,14 @@ func TestQueueDeletedMidRunLogsError(t *testing.T) {
 	if _, err := e.ch.QueueDelete(e.queue, false, false, false); err != nil {
 		t.Fatal(err)
 	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for !logs.has(slog.LevelError, "NOT_FOUND") {
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("no error logged for the missing queue; logs: %v", logs.all())
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -59,7 +59,7 @@ func rabbitmqctl(args ...string) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "rabbitmqctl", args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("rabbitmqctl %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("rabbitmqctl %s: %w: %s", args[0], err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

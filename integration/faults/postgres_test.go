@@ -20,7 +20,6 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/postgres"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -67,11 +66,11 @@ func newPostgres(t *testing.T) *pgDatabase {
 	if d.cluster == nil {
 		d.schema = pgtest.Schema(t, pool)
 	}
-	drv, err := postgres.NewPgxDriver(&postgres.Config{Schema: d.schema})
+	db, err := postgres.New(pool, &postgres.Config{Schema: d.schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.ob = outbox.New(drv, nil)
+	d.ob = outbox.New(db, nil)
 	return d
 }
 
@@ -94,18 +93,11 @@ func (d *pgDatabase) env() []string {
 func (d *pgDatabase) q(table string) string { return `"` + d.schema + `".` + table }
 
 func (d *pgDatabase) prepare(ctx context.Context, keys []string) error {
-	s, err := postgres.New(d.pool, &postgres.Config{Schema: d.schema})
+	db, err := postgres.New(d.pool, &postgres.Config{Schema: d.schema})
 	if err != nil {
 		return err
 	}
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
-	in, err := pginbox.NewPgx(d.pool, &pginbox.Config{Schema: d.schema})
-	if err != nil {
-		return err
-	}
-	if err := in.Migrate(ctx); err != nil {
+	if err := db.Migrate(ctx); err != nil { // the outbox and the inbox tables
 		return err
 	}
 	_, err = d.pool.Exec(ctx, `CREATE TABLE `+d.q("counters")+` (key text PRIMARY KEY, n int NOT NULL DEFAULT 0);
@@ -218,7 +210,11 @@ func pgRelayStore(ctx context.Context) (stores.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return postgres.New(pool, &postgres.Config{Schema: os.Getenv(envSchema), ClaimTimeout: claimTimeout})
+	db, err := postgres.New(pool, &postgres.Config{Schema: os.Getenv(envSchema), ClaimTimeout: claimTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return db.Store(), nil
 }
 
 // pgInbox is the inbox process's inbox and effect, through database/sql.
@@ -228,12 +224,13 @@ func pgInbox(context.Context) (*inbox.Inbox[*sql.Tx], inbox.Handler[*sql.Tx], er
 		return nil, nil, err
 	}
 	schema := os.Getenv(envSchema)
-	drv, err := pginbox.NewSQL(db, &pginbox.Config{Schema: schema})
+	sdb, err := postgres.NewSQL(db, &postgres.Config{Schema: schema})
 	if err != nil {
 		return nil, nil, err
 	}
+	in := inbox.New(sdb.Inbox(), nil)
 	effect := `INSERT INTO "` + schema + `".effects (msg_id) VALUES ($1)`
-	return inbox.New(drv, nil), func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+	return in, func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, effect, m.ID)
 		return err
 	}, nil

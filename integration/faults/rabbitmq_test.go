@@ -28,7 +28,7 @@ import (
 	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/publishers"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
-	rabbitsub "github.com/outboxgo/outbox/rabbitmq/rabbitsub"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // The RabbitMQ run's environment, besides envBroker (the relays' URL,
@@ -228,11 +228,11 @@ func (b *rabbitBroker) inboxBacklog(context.Context) (int, error) {
 func (b *rabbitBroker) republished() (int, bool) { return 0, false }
 
 // rabbitRelayPublisher is the relay process's publisher, through the
-// proxy. publishers/rabbitmq's New dials at once and fails when the broker
+// proxy. rabbitmq.NewPublisher dials at once and fails when the broker
 // is down; a relay started during an outage must run anyway, so the
 // publisher is made lazily (lazyRabbit), and after that redials by itself.
 func rabbitRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
-	cfg := rabbitpub.Config{URL: os.Getenv(envBroker), Name: "outbox-faults-relay", Exchange: os.Getenv(envPrefix),
+	cfg := &rabbitpub.PublisherConfig{URL: os.Getenv(envBroker), Name: "outbox-faults-relay", Exchange: os.Getenv(envPrefix),
 		RoutingKey:     func(topic string) string { return rabbitRoutingPrefix + topic },
 		MaxMessageSize: rabbitMaxMessageSize, ConfirmTimeout: 5 * time.Second, DialTimeout: 2 * time.Second, Logger: log}
 	l := &lazyRabbit{cfg: cfg}
@@ -242,11 +242,11 @@ func rabbitRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
 	return l, nil
 }
 
-// lazyRabbit is a publishers/rabbitmq Publisher made on first use: until
+// lazyRabbit is a rabbitmq.Publisher made on first use: until
 // New succeeds, every message fails as unavailable, as when a live
 // publisher loses its connection.
 type lazyRabbit struct {
-	cfg rabbitpub.Config
+	cfg *rabbitpub.PublisherConfig
 
 	mu     sync.Mutex
 	p      *rabbitpub.Publisher
@@ -262,7 +262,7 @@ func (l *lazyRabbit) get() (*rabbitpub.Publisher, error) {
 	case l.p != nil:
 		return l.p, nil
 	}
-	p, err := rabbitpub.New(l.cfg)
+	p, err := rabbitpub.NewPublisher(l.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +282,6 @@ func (l *lazyRabbit) Publish(ctx context.Context, msgs []outbox.Message) []error
 	return p.Publish(ctx, msgs)
 }
 
-// Capabilities are publishers/rabbitmq's, which depend on no connection.
-func (l *lazyRabbit) Capabilities() publishers.Capabilities {
-	return (&rabbitpub.Publisher{}).Capabilities()
-}
-
 func (l *lazyRabbit) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -303,12 +298,14 @@ func (l *lazyRabbit) Close() error {
 // is down (it connects at once); it is tried again until it succeeds, and
 // after that the subscriber reconnects by itself.
 func rabbitSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handler[*sql.Tx]) error {
-	sub, err := rabbitsub.New(in, h, rabbitsub.Config{URL: os.Getenv(envBrokerDir), DialTimeout: 2 * time.Second,
+	sub, err := rabbitpub.NewSubscriber(in, h, &rabbitpub.SubscriberConfig{URL: os.Getenv(envBrokerDir), DialTimeout: 2 * time.Second,
 		Queue: os.Getenv(envRabbitInboxQueue), RoutingKeyPrefix: rabbitRoutingPrefix,
-		DeadLetterRoutingKey: os.Getenv(envRabbitDLQ), MaxDeliveries: 10000,
-		Backoff:     rabbitsub.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
-		Concurrency: 4, ReconnectDelay: 50 * time.Millisecond, ConfirmTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second,
-		Logger: helperLogger(), Hooks: rabbitsub.Hooks{AfterCommit: printDup}})
+		DeadLetterRoutingKey: os.Getenv(envRabbitDLQ),
+		ReconnectDelay:       50 * time.Millisecond, ConfirmTimeout: 5 * time.Second,
+		Options: subscribers.Options{MaxDeliveries: 10000,
+			Backoff:     outbox.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+			Concurrency: 4, ShutdownTimeout: 5 * time.Second,
+			Logger: helperLogger(), Hooks: subscribers.Hooks{AfterCommit: printDup}}})
 	if err != nil {
 		return err
 	}

@@ -97,8 +97,8 @@ func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*test
 		if delay > 0 {
 			pub = slowPublisher{Publisher: pub, delay: delay}
 		}
-		s, _ := postgres.New(pgtest.Pool(b), bd.cfg)
-		r, err := relay.New(s, pub, cfg)
+		db, _ := postgres.New(pgtest.Pool(b), bd.cfg)
+		r, err := relay.New(db.Store(), pub, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -78,7 +78,7 @@ func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _, _ = ch.QueueDelete(name, false, false, false) })
-	p, err := rabbitpub.New(rabbitpub.Config{URL: url, Exchange: name})
+	p, err := rabbitpub.NewPublisher(&rabbitpub.PublisherConfig{URL: url, Exchange: name})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,11 +83,12 @@ func relayProcess() int {
 		// For checking that the chaos test can fail: OUTBOX_CHAOS_UNORDERED=1.
 		rcfg.Unordered = os.Getenv("OUTBOX_CHAOS_UNORDERED") == "1"
 	}
-	s, err := postgres.New(pool, scfg)
+	db, err := postgres.New(pool, scfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	s := db.Store()
 	pub, err := natspub.New(natspub.Config{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix),
 		ReconnectWait: 50 * time.Millisecond})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 type bundle struct {
 	pool                    *pgxpool.Pool
 	cfg                     *postgres.Config
+	db                      *postgres.DB
 	store                   *postgres.Store
 	ob                      *outbox.Outbox[pgx.Tx]
 	natsURL, prefix, stream string
@@ -39,17 +40,16 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	cfg := &postgres.Config{Schema: pgtest.Schema(t, pool)}
-	s, err := postgres.New(pool, cfg)
+	db, err := postgres.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(context.Background()); err != nil {
+	if err := db.Store().Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := postgres.NewPgxDriver(cfg)
 	nc := natstest.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
-	return &bundle{pool: pool, cfg: cfg, store: s, ob: outbox.New(d, nil),
+	return &bundle{pool: pool, cfg: cfg, db: db, store: db.Store(), ob: outbox.New(db, nil),
 		natsURL: natstest.URL(), prefix: prefix, stream: stream, js: natstest.JetStream(t, nc)}
 }
 
@@ -246,8 +246,8 @@ func TestFourRelaysNoDoublePublish(t *testing.T) {
 		// Each relay has its own pool and connection to the broker, as
 		// separate processes would.
 		pool := pgtest.Pool(t)
-		s, _ := postgres.New(pool, b.cfg)
-		relays = append(relays, start(t, s, b.publisher(t), &relay.Config{BatchSize: 500, Hooks: hooks}))
+		db, _ := postgres.New(pool, b.cfg)
+		relays = append(relays, start(t, db.Store(), b.publisher(t), &relay.Config{BatchSize: 500, Hooks: hooks}))
 	}
 	ids := b.arrivedIDs(t, n)
 	seen := map[string]bool{}
@@ -345,8 +345,7 @@ func TestPoisonEventRetriedThenDead(t *testing.T) {
 func TestDelayedEventWaitsForItsTime(t *testing.T) {
 	b := setup(t)
 	clock := clocktest.New(time.Now())
-	d, _ := postgres.NewPgxDriver(b.cfg)
-	b.ob = outbox.New(d, &outbox.Config{Clock: clock})
+	b.ob = outbox.New(b.db, &outbox.Config{Clock: clock})
 	now := events("orders", 1)[0]
 	later := events("orders", 2)[1] // another key: a delayed head holds its own key back
 	later.NotBefore = clock.Now().Add(time.Hour)
