@@ -100,7 +100,8 @@ type DB interface {
 	// CheckSchema returns outbox.ErrSchemaMissing (wrapped) when the
 	// outbox table does not exist.
 	CheckSchema(ctx context.Context) error
-	// Migrate brings the outbox table to the latest schema version.
+	// Migrate brings the outbox table and the inbox table to the latest
+	// schema version.
 	Migrate(ctx context.Context) error
 	// Close releases the connections.
 	Close() error

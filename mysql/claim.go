@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -109,7 +109,7 @@ func lockHeadsSQL(table string, seqs []uint64) string {
 // delays; it never lets a non-head through. Rows of the key with a seq
 // below r that S cannot see because they are not committed yet do not
 // exist: writers of one key take their turns on the key-lock table (see
-// Driver.InsertTx), so a key's seqs are handed out in commit order.
+// DB.InsertTx), so a key's seqs are handed out in commit order.
 //
 // The head itself is taken only if its lock is free (no other batch holds
 // it) and, checked on its latest version, it is still pending and due: a
@@ -146,7 +146,7 @@ func headsPerClaim(n int) int { return 2 * n }
 // store's cursor on (then from the first key up to the cursor), locked by
 // lockHeadsSQL, then blank-key rows to fill the batch.
 func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, limit int) ([]stores.Record, error) {
-	cursor := s.cursor.get()
+	cursor := s.cursor.Get()
 	want := headsPerClaim(limit)
 	keys, seqs, err := s.heads(ctx, tx, false, cursor, "", want)
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, limit 
 			next = k2[len(k2)-1]
 		}
 	}
-	s.cursor.set(next)
+	s.cursor.Set(next)
 	var recs []stores.Record
 	if len(seqs) > 0 {
 		if recs, err = queryRecords(ctx, tx, lockHeadsSQL(s.table, seqs), now, limit); err != nil {
@@ -212,25 +212,6 @@ func (s *Store) heads(ctx context.Context, tx *sql.Tx, bounded bool, after, upTo
 		keys, seqs = append(keys, k), append(seqs, seq)
 	}
 	return keys, seqs, rows.Err()
-}
-
-// keyCursor is where the last ordered claim's list of heads stopped, so the
-// next one starts after it and no key starves.
-type keyCursor struct {
-	mu  sync.Mutex
-	key string
-}
-
-func (c *keyCursor) get() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.key
-}
-
-func (c *keyCursor) set(k string) {
-	c.mu.Lock()
-	c.key = k
-	c.mu.Unlock()
 }
 
 // Claim implements stores.Store. It takes a connection of its own, bounds
@@ -348,7 +329,10 @@ func (b *batch) release(ctx context.Context, broken bool) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		_, err := conn.ExecContext(rctx, b.sess.restore)
 		cancel()
-		broken = err != nil
+		if err != nil {
+			broken = true
+			b.s.log.Warn("closing a claim connection: its session settings could not be restored", "table", b.s.cfg.Table, "error", err)
+		}
 	}
 	if broken {
 		// Returning ErrBadConn makes database/sql close the connection
@@ -360,10 +344,10 @@ func (b *batch) release(ctx context.Context, broken bool) {
 
 // apply runs o's statements in tx: one per kind of outcome (more only past
 // maxStatementRows records or maxStatementBytes of errors). Each names its
-// rows as JSON_TABLE rows joined on the unique id (see idsJSON).
+// rows as JSON_TABLE rows joined on the unique id (see sqlkit.IDsJSON).
 func (s *Store) apply(ctx context.Context, tx *sql.Tx, o stores.Outcome) error {
 	err := chunks(len(o.Published), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-		ids := idsJSON(o.Published[lo:hi])
+		ids := sqlkit.IDsJSON(o.Published[lo:hi])
 		var err error
 		if o.DeletePublished {
 			_, err = tx.ExecContext(ctx, `DELETE t FROM `+s.idRows, ids)

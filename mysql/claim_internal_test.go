@@ -18,15 +18,12 @@ func migrated(t *testing.T, cfg *Config) (*sql.DB, *Store) {
 	t.Helper()
 	// The stalled claims' connections die on purpose: keep the driver quiet.
 	db := mysqltest.NewDatabase(t)(func(c *mysql.Config) { c.Logger = &mysql.NopLogger{} })
-	s, err := New(db, cfg)
+	d, err := New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := d.Store()
 	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDriver(cfg)
-	if err != nil {
 		t.Fatal(err)
 	}
 	tx, err := db.Begin()

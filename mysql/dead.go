@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -33,7 +34,7 @@ func distinct(ids []uuid.UUID) []uuid.UUID {
 }
 
 // Dead implements stores.Store. With p.IDs it looks the rows up by id (see
-// idsJSON).
+// sqlkit.IDsJSON).
 func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
@@ -42,7 +43,7 @@ func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record,
 	var args []any
 	if len(p.IDs) > 0 {
 		q = `SELECT ` + recordColsT + ` FROM ` + s.idRows + ` WHERE t.status = ` + statusDead
-		args = append(args, idsJSON(distinct(p.IDs)))
+		args = append(args, sqlkit.IDsJSON(distinct(p.IDs)))
 	}
 	if p.Topic != "" {
 		q += topicFilter
@@ -60,8 +61,8 @@ func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record,
 // locking statement of the store: under REPEATABLE READ its scan of the dead
 // rows would lock the gaps between them, where a relay's Complete inserts
 // the rows it declares dead, and the two would deadlock. Named rows are
-// looked up by id (see idsJSON), the others read from the dead range of
-// the pending index.
+// looked up by id (see sqlkit.IDsJSON), the others read from the dead range
+// of the pending index.
 func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (n int64, err error) {
 	set := ` SET t.status = ` + statusPending + `, t.attempts = 0, t.available_at = ? WHERE t.status = ` + statusDead
 	args := []any{dbTime(p.Now)}
@@ -83,7 +84,7 @@ func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (n int64, err
 			return exec(`UPDATE `+s.table+` AS t FORCE INDEX (pending)`+set, args...)
 		}
 		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-			return exec(`UPDATE `+s.idRows+set, append([]any{idsJSON(p.IDs[lo:hi])}, args...)...)
+			return exec(`UPDATE `+s.idRows+set, append([]any{sqlkit.IDsJSON(p.IDs[lo:hi])}, args...)...)
 		})
 	})
 	if err != nil {
@@ -111,9 +112,9 @@ func (s *Store) deadLetterSQL(reason bool) string {
 }
 
 // DeadLetter implements stores.Store: one statement (per 10,000 ids) in a
-// READ COMMITTED transaction, the rows looked up by id (see idsJSON). A
-// record a relay holds right now is waited for (the claim ends within
-// ClaimTimeout), then changed if still pending.
+// READ COMMITTED transaction, the rows looked up by id (see
+// sqlkit.IDsJSON). A record a relay holds right now is waited for (the
+// claim ends within ClaimTimeout), then changed if still pending.
 func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (n int64, err error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
@@ -122,7 +123,7 @@ func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (n in
 	q := s.deadLetterSQL(reason != "")
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-			args := []any{idsJSON(distinct(p.IDs[lo:hi]))}
+			args := []any{sqlkit.IDsJSON(distinct(p.IDs[lo:hi]))}
 			if reason != "" {
 				args = append(args, reason, reason, reason, reason)
 			}

@@ -1,23 +1,44 @@
-// Package mysql is the MySQL 8+ and MariaDB 10.6+ outbox store, over
-// database/sql with github.com/go-sql-driver/mysql.
+// Package mysql is the outbox in MySQL 8+ and MariaDB 10.6+, over
+// database/sql with github.com/go-sql-driver/mysql: the write side, the
+// relay's store and the consumer's inbox, behind one New.
 //
-// The write side is Driver, an outbox.Driver[*sql.Tx]: Enqueue inserts the
-// events in the caller's transaction, in one INSERT (several for more than
-// 8191 events or a few MiB of payload). The relay side is Store, which
-// implements stores.Store. Migrate (or Store.Migrate, or the plain file
-// migrations/001_outbox.up.sql) creates the table.
+//	d, err := mysql.New(db, nil) // tables outbox_messages and outbox_inbox
+//	err = d.Migrate(ctx)
 //
-//	d, _ := mysql.NewDriver(nil)
+//	// Producer: enqueue in the business transaction.
 //	ob := outbox.New(d, nil)
 //	tx, _ := db.BeginTx(ctx, nil)
 //	// … the business change …
-//	err := ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: body})
+//	err = ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: body})
 //	// … tx.Commit()
+//
+//	// Relay: claim, publish, mark.
+//	r, err := relay.New(d.Store(), publisher, nil)
+//
+//	// Consumer: each message's effects once, however often it arrives.
+//	in := inbox.New(d.Inbox(), nil)
+//	outcome, err := in.Handle(ctx, msg, func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+//		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, m.Key)
+//		return err
+//	})
+//
+// DB is an outbox.Driver[*sql.Tx]: Enqueue inserts the events in the
+// caller's transaction, in one INSERT (several for more than 8191 events
+// or a few MiB of payload). DB.Store is the relay's side, a stores.Store.
+// DB.Inbox is an inbox.Driver[*sql.Tx], usually in another service's
+// database: the producer's and the consumer's DB need not be the same.
+//
+// Importing the package also registers the URL scheme mysql:// with
+// package backend, for tools that open a database by URL (the outbox
+// command): mysql://user:pass@host:3306/db, the query parameters being
+// go-sql-driver/mysql's own.
 //
 // # Connections
 //
-// The table lives in the database the connection uses (there is no schema
-// level to configure); Config.Table names it, default outbox_messages.
+// The tables live in the database the connection uses (there is no schema
+// level to configure); Config.Table names the outbox table, default
+// outbox_messages, and Config.InboxTable the inbox table, default
+// outbox_inbox.
 //
 // Times are stored as DATETIME(6) in UTC, to the microsecond. The store
 // passes and reads them as text that it formats and parses itself, so they
@@ -60,9 +81,23 @@
 //     NULLs sort first. There is no index for Dead, which scans the dead
 //     rows: they are few, and every index costs each Enqueue.
 //
-// Migrate runs CREATE TABLE IF NOT EXISTS with the indexes inside it, so it
-// is idempotent and safe to run from relays starting together. It creates
-// the key-lock table the same way.
+// # Migrations
+//
+// Each table has numbered migrations, up and down (Migrations lists them;
+// migrations/ holds them as plain SQL for the default names, for goose,
+// golang-migrate or atlas: give each table's files a directory of their
+// own there, as both sequences start at 1). Version 1 of the outbox table
+// is the table, its indexes and its key-lock table; version 1 of the inbox
+// table is the inbox table. DB.Migrate applies the pending migrations of
+// both tables in order (Store.Migrate and Inbox.Migrate, those of one) and
+// records each table's version in the table outbox_schema_versions (one
+// row per table: table_name, version, applied_at); a table that exists
+// without a row there is at version 1, as every table made before versions
+// were recorded is. Migrate is idempotent and safe to run from relays
+// starting together: they take turns on a lock of the database
+// (GET_LOCK), and each finds the others' work done. MigrateDown goes back,
+// SchemaVersions says where each table stands, and SchemaSQL is the whole
+// schema as one script.
 //
 // # Claims
 //
@@ -128,7 +163,7 @@
 // events fill the rest of the batch, oldest first (blankClaimSQL, which
 // also orders the rare keys made of spaces only). A claim's cost follows
 // the number of keys it lists, not the depth of their backlogs.
-
+//
 // Commit order per key comes from the write side. AUTO_INCREMENT hands
 // seqs out at insert, so two transactions enqueueing for one key could
 // commit in the other order than their seqs. So Enqueue first upserts a
@@ -157,4 +192,34 @@
 //	if err := tx.Commit(); err == nil {
 //		r.Wake()
 //	}
+//
+// # Inbox
+//
+// An inbox record is one row: id BINARY(16) PRIMARY KEY (the event's
+// UUIDv7, as the outbox table stores it), topic TEXT, received_at
+// DATETIME(6) in UTC with an index for Purge. Times go in as text the
+// package formats itself, so they are UTC whatever the DSN's loc and the
+// session's time_zone say.
+//
+// RecordTx inserts the row with a plain INSERT in the handler's
+// transaction. A duplicate fails with a duplicate-key error (1062), which
+// RecordTx reports as "not inserted"; InnoDB rolls back only that
+// statement. Every other error is returned, so a bad value or a missing
+// table (inbox.ErrSchemaMissing) is never taken for a duplicate, as it
+// would be with INSERT IGNORE.
+//
+// A delivery whose insert meets another transaction's uncommitted record of
+// the same id waits for that transaction (up to innodb_lock_wait_timeout,
+// 50 seconds by default): it is a duplicate when the other commits, and
+// inserts when the other rolls back. When two or more deliveries wait on
+// one that rolls back, InnoDB lets them all see the id free and then picks
+// one of them as a deadlock victim (error 1213): that delivery fails and
+// its whole transaction rolls back, the other records the message. The
+// failure is transient; the redelivery is a duplicate. Effects stay
+// exactly-once.
+//
+// The inbox's Purge runs READ COMMITTED: it locks the oldest records on the
+// received_at index with FOR UPDATE SKIP LOCKED, so concurrent purges do
+// not wait for each other, and deletes them by primary key in the same
+// short transaction.
 package mysql

@@ -20,20 +20,20 @@ import (
 // 1,000 keys) from MariaDB to JetStream through the relay, ordered and
 // unordered.
 //
-//	go test -run '^$' -bench DrainToNATS -benchtime 50000x ./stores/mysql/
+//	go test -run '^$' -bench DrainToNATS -benchtime 50000x ./mysql/
 func BenchmarkDrainToNATS(b *testing.B) {
 	for _, mode := range []string{"unordered", "ordered"} {
 		b.Run(mode, func(b *testing.B) {
 			db := mysqltest.Open(b)
 			ctx := context.Background()
-			s, err := mysql.New(db, nil)
+			d, err := mysql.New(db, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
+			s := d.Store()
 			if err := s.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}
-			d, _ := mysql.NewDriver(nil)
 			ob := outbox.New(d, nil)
 			payload := make([]byte, 200)
 			for i := 0; i < b.N; i += 2000 {
@@ -47,7 +47,7 @@ func BenchmarkDrainToNATS(b *testing.B) {
 			}
 			nc := natstest.Connect(b)
 			prefix, _ := natstest.NewStream(b, nc)
-			pub, err := natspub.New(natspub.Config{URL: natstest.URL(), SubjectPrefix: prefix})
+			pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: natstest.URL(), SubjectPrefix: prefix})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func BenchmarkDrainToNATS(b *testing.B) {
 // commits/s of a business UPDATE alone and with one enqueued keyed event,
 // with 1 and 16 writers.
 //
-//	go test -run '^$' -bench WritePath -benchtime 4s ./stores/mysql/
+//	go test -run '^$' -bench WritePath -benchtime 4s ./mysql/
 func BenchmarkWritePath(b *testing.B) {
 	db := mysqltest.Open(b)
 	ctx := context.Background()
@@ -95,11 +95,13 @@ func BenchmarkWritePath(b *testing.B) {
 	if _, err := db.ExecContext(ctx, `INSERT INTO accounts SELECT seq, 0 FROM seq_1_to_10000`); err != nil {
 		b.Fatal(err)
 	}
-	s, _ := mysql.New(db, nil)
-	if err := s.Migrate(ctx); err != nil {
+	d, err := mysql.New(db, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	d, _ := mysql.NewDriver(nil)
+	if err := d.Store().Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
 	ob := outbox.New(d, nil)
 	payload := make([]byte, 200)
 	for _, mode := range []string{"update-only", "update+enqueue"} {

@@ -1,4 +1,4 @@
-package mysqlinbox_test
+package mysql_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestTimesAreUTCWhateverTheDSN(t *testing.T) {
 		c.ParseTime = false
 		c.Params["time_zone"] = "'+05:00'"
 	})
-	drv := newDriver(t, db, nil, true)
+	drv := newInbox(t, db, nil, true)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, plus5) // 00:06:07.123456 UTC
 	in := inbox.New(drv, &inbox.Config{Clock: clocktest.New(at)})
@@ -53,7 +53,7 @@ func TestTimesAreUTCWhateverTheDSN(t *testing.T) {
 func TestInvalidUTF8TopicIsCleanedUp(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.Open(t)
-	in := inbox.New(newDriver(t, db, nil, true), nil)
+	in := inbox.New(newInbox(t, db, nil, true), nil)
 	if _, err := in.Handle(context.Background(), inbox.Message{ID: outbox.NewID(), Topic: "a\xffb"}, nop); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mysqlinbox_test
+package mysql_test
 
 import (
 	"context"
@@ -14,21 +14,34 @@ import (
 	"github.com/outboxgo/outbox/inbox/inboxtest"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
 	"github.com/outboxgo/outbox/mysql"
-	"github.com/outboxgo/outbox/mysql/mysqlinbox"
 )
 
-func TestConformance(t *testing.T) {
+func TestInboxConformance(t *testing.T) {
 	inboxtest.Run(t, inboxtest.Harness[*sql.Tx]{
 		Setup: func(t *testing.T) inboxtest.Env[*sql.Tx] { return env(t, mysqltest.Open(t)) },
 		Unmigrated: func(t *testing.T) inbox.Driver[*sql.Tx] {
-			return newDriver(t, mysqltest.Open(t), nil, false)
+			return newInbox(t, mysqltest.Open(t), nil, false)
 		},
 		New: func(table string) []error {
-			_, err := mysqlinbox.New(nil, &mysqlinbox.Config{Table: table})
+			_, err := mysql.New(nil, &mysql.Config{InboxTable: table})
 			return []error{err}
 		},
+		// The inbox table's first migration: what migrations/001_inbox.up.sql
+		// holds for the default name.
 		SchemaSQL: func(table string) (string, error) {
-			return mysqlinbox.SchemaSQL(&mysqlinbox.Config{Table: table})
+			ms, err := mysql.Migrations(&mysql.Config{InboxTable: table})
+			if err != nil {
+				return "", err
+			}
+			if table == "" {
+				table = mysql.DefaultInboxTable
+			}
+			for _, m := range ms {
+				if m.Table == table && m.Version == 1 {
+					return m.Up, nil
+				}
+			}
+			return "", errors.New("no inbox migration 1")
 		},
 		// When several deliveries wait on a first that rolls back, InnoDB
 		// fails all but one as deadlock victims (see the package
@@ -43,7 +56,7 @@ func TestConformance(t *testing.T) {
 // env migrates the inbox in db and creates an effects table, whose seq
 // records the order effects were applied in.
 func env(t *testing.T, db *sql.DB) inboxtest.Env[*sql.Tx] {
-	drv := newDriver(t, db, nil, true)
+	drv := newInbox(t, db, nil, true)
 	if _, err := db.Exec(`CREATE TABLE effects (
 		seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, msg_id BINARY(16) NOT NULL, note VARCHAR(64) NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -75,29 +88,31 @@ func env(t *testing.T, db *sql.DB) inboxtest.Env[*sql.Tx] {
 			return err
 		},
 		OtherTable: func(t *testing.T) inbox.Driver[*sql.Tx] {
-			return newDriver(t, db, &mysqlinbox.Config{Table: "billing_inbox"}, true)
+			return newInbox(t, db, &mysql.Config{InboxTable: "billing_inbox"}, true)
 		},
 		Chain: func(t *testing.T) inboxtest.Chain[*sql.Tx] {
-			if err := mysql.Migrate(context.Background(), db, nil); err != nil {
-				t.Fatal(err)
-			}
-			od, err := mysql.NewDriver(nil)
+			d, err := mysql.New(db, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return inboxtest.Chain[*sql.Tx]{Outbox: outbox.New(od, nil), Payloads: func(t *testing.T) []string {
+			if err := d.Store().Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return inboxtest.Chain[*sql.Tx]{Outbox: outbox.New(d, nil), Payloads: func(t *testing.T) []string {
 				return inboxtest.Query(t, db, `SELECT CAST(payload AS CHAR) FROM outbox_messages`, inboxtest.ScanString)
 			}}
 		},
 	}
 }
 
-func newDriver(t *testing.T, db *sql.DB, cfg *mysqlinbox.Config, migrate bool) *mysqlinbox.Driver {
+// newInbox returns the inbox of cfg in db, its table migrated if migrate.
+func newInbox(t *testing.T, db *sql.DB, cfg *mysql.Config, migrate bool) *mysql.Inbox {
 	t.Helper()
-	drv, err := mysqlinbox.New(db, cfg)
+	d, err := mysql.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	drv := d.Inbox()
 	if migrate {
 		if err := drv.Migrate(context.Background()); err != nil {
 			t.Fatal(err)

@@ -105,32 +105,9 @@ func keyLockSQL(keysTable string, n int) string {
 	return b.String()
 }
 
-// Driver enqueues through database/sql with github.com/go-sql-driver/mysql:
-// outbox.New(driver) gives an *outbox.Outbox[*sql.Tx].
-type Driver struct {
-	cfg       Config
-	table     string
-	keysTable string
-	insert1   string // the INSERT for one row, the common case
-	lock1     string // keyLockSQL for one key
-}
-
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
-
-// NewDriver returns the write side for the table cfg names (nil:
-// outbox_messages).
-func NewDriver(cfg *Config) (*Driver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	t := c.quotedTable()
-	k := c.quotedKeysTable()
-	return &Driver{cfg: c, table: t, keysTable: k, insert1: insertSQL(t, 1), lock1: keyLockSQL(k, 1)}, nil
-}
-
-// InsertTx implements outbox.Driver: one INSERT for up to maxInsertRows
-// messages (and a few MiB of values), more in chunks.
+// InsertTx implements outbox.Driver, in the caller's transaction tx: one
+// INSERT for up to maxInsertRows messages (and a few MiB of values), more
+// in chunks.
 //
 // Keyed messages first take their keys' locks: one upsert into the
 // key-lock table (Migrate creates it) of a row per distinct key, in the
@@ -151,7 +128,7 @@ func NewDriver(cfg *Config) (*Driver, error) {
 // InnoDB then rolls one back (error 1213), as with any two transactions
 // locking rows in different orders. Enqueueing all of a transaction's keyed
 // messages in one call avoids it.
-func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
+func (d *DB) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
 	if tx == nil {
 		return outbox.ErrNoTransaction
 	}
@@ -194,8 +171,6 @@ func insertError(err error) error {
 	switch {
 	case errors.Is(err, sql.ErrTxDone):
 		return fmt.Errorf("%w: %w", outbox.ErrNoTransaction, err)
-	case isSchemaMissing(err):
-		return fmt.Errorf("%w: %w", outbox.ErrSchemaMissing, err)
 	}
-	return fmt.Errorf("mysql: enqueue: %w", err)
+	return wrap("enqueue", err)
 }

@@ -1,50 +1,359 @@
 package mysql
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	_ "embed"
+	"database/sql/driver"
+	"embed"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"text/template"
+	"time"
+
+	"github.com/outboxgo/outbox/internal/sqlkit"
 )
 
-// schemaSQL is the schema as a template over validated identifiers; the plain
-// file under migrations/ is this template rendered with the defaults, for
+// schemaFS holds the migrations of each table as templates over validated
+// names: schema/outbox/NNN_name.up.sql and .down.sql ({{.Table}}, and
+// {{.Keys}} for the key-lock table), schema/inbox/… ({{.Table}}). The plain
+// files under migrations/ are these rendered with the default names, for
 // teams that migrate with goose, golang-migrate or atlas (a test keeps them
 // equal).
 //
-//go:embed schema.sql.tmpl
-var schemaSQL string
+//go:embed schema
+var schemaFS embed.FS
 
-var schemaTmpl = template.Must(template.New("schema").Parse(schemaSQL))
+// Migration is one numbered step of a table's schema, rendered for a
+// Config.
+type Migration struct {
+	// Table is the table it migrates: Config.Table or Config.InboxTable.
+	Table string
+	// Version counts from 1, for each table on its own; Name says what
+	// the step does.
+	Version int
+	Name    string
+	// Up brings the table from Version-1 to Version; Down takes it back
+	// (Down of version 1 drops the table). Each is a script of statements
+	// that end with a semicolon at the end of a line.
+	Up, Down string
+}
 
-// SchemaSQL returns the DDL that Migrate runs for cfg: idempotent statements
-// that create the table and its indexes in the current database.
+// SchemaVersion is where one table's schema stands.
+type SchemaVersion struct {
+	// Table is the table: Config.Table or Config.InboxTable.
+	Table string
+	// Version is the version applied: 0 when the table does not exist
+	// (recorded or not: a table dropped by hand is made again). A
+	// table that exists without a row in the version table (made by a
+	// Migrate from before versions were recorded, or from
+	// migrations/001_*.up.sql by hand) is at version 1.
+	Version int
+	// Latest is the version Migrate brings the table to.
+	Latest int
+	// AppliedAt is when Version was recorded, in UTC; zero when it is not
+	// recorded (or the table is missing).
+	AppliedAt time.Time
+}
+
+// tableMigrations are the migrations of one table.
+type tableMigrations struct {
+	table string
+	ms    []sqlkit.Migration
+}
+
+// loadMigrations renders the migrations of the outbox table and of the
+// inbox table, in that order, for c.
+func loadMigrations(c Config) ([]tableMigrations, error) {
+	ob, err := sqlkit.LoadMigrations(schemaFS, "schema/outbox", map[string]string{"Table": c.Table, "Keys": c.keysTable()})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: outbox %w", err)
+	}
+	in, err := sqlkit.LoadMigrations(schemaFS, "schema/inbox", map[string]string{"Table": c.InboxTable})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: inbox %w", err)
+	}
+	return []tableMigrations{{c.Table, ob}, {c.InboxTable, in}}, nil
+}
+
+// Migrations returns the migrations of the outbox table, then those of the
+// inbox table, each table's in version order, rendered for cfg (nil: the
+// defaults). The files under migrations/ are these for the defaults.
+func Migrations(cfg *Config) ([]Migration, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	tables, err := loadMigrations(c)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, t := range tables {
+		for _, m := range t.ms {
+			out = append(out, Migration{Table: t.table, Version: m.Version, Name: m.Name, Up: m.Up, Down: m.Down})
+		}
+	}
+	return out, nil
+}
+
+// SchemaSQL returns what Migrate runs on an empty database for cfg (nil:
+// the defaults), as one script: every up migration of the outbox table and
+// of the inbox table, then the version table and its rows, so that Migrate
+// finds the tables up to date. It is for `outbox migrate --print` and for
+// teams that run the SQL themselves; it creates everything in the current
+// database.
 func SchemaSQL(cfg *Config) (string, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
-	err = schemaTmpl.Execute(&buf, map[string]string{"Table": c.Table, "Keys": c.keysTable()})
-	return buf.String(), err
+	tables, err := loadMigrations(c)
+	if err != nil {
+		return "", err
+	}
+	return schemaSQL(c, tables), nil
 }
 
-// Migrate creates the outbox table in the connection's database. It is
-// idempotent (CREATE TABLE IF NOT EXISTS, with the indexes inside it), so
-// relays starting together may all run it.
-func Migrate(ctx context.Context, db *sql.DB, cfg *Config) error {
-	ddl, err := SchemaSQL(cfg)
+// schemaSQL renders tables' up migrations and their version rows.
+func schemaSQL(c Config, tables []tableMigrations) string {
+	var b strings.Builder
+	for _, t := range tables {
+		for _, m := range t.ms {
+			fmt.Fprintf(&b, "-- %s, version %d (%s).\n%s", t.table, m.Version, m.Name, m.Up)
+			if !strings.HasSuffix(m.Up, "\n") {
+				b.WriteString("\n")
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("-- The schema version of each table, for Migrate.\n")
+	b.WriteString(versionTableSQL() + ";\n")
+	for _, t := range tables {
+		v := strconv.Itoa(sqlkit.Latest(t.ms))
+		fmt.Fprintf(&b, "INSERT INTO %s (`table_name`, version, applied_at) VALUES ('%s', %s, UTC_TIMESTAMP(6))\n"+
+			"    ON DUPLICATE KEY UPDATE version = %s, applied_at = UTC_TIMESTAMP(6);\n", quote(VersionTable), t.table, v, v)
+	}
+	return b.String()
+}
+
+// versionTableSQL creates the version table: one row per table Migrate
+// manages, with the version applied. The names are plain identifiers
+// (CheckIdent), at most 64 bytes.
+func versionTableSQL() string {
+	return "CREATE TABLE IF NOT EXISTS " + quote(VersionTable) + ` (
+    ` + "`table_name`" + ` VARCHAR(64) NOT NULL,
+    version      INT         NOT NULL,
+    applied_at   DATETIME(6) NOT NULL,
+    PRIMARY KEY (` + "`table_name`" + `)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`
+}
+
+// outboxTables and inboxTables are the tables Store.Migrate and
+// Inbox.Migrate manage; DB.Migrate manages both.
+func (d *DB) outboxTables() []tableMigrations { return d.migs[:1] }
+func (d *DB) inboxTables() []tableMigrations  { return d.migs[1:] }
+
+// Migrate brings the outbox table and the inbox table to the latest schema
+// version, applying the pending migrations in order and recording each in
+// the version table. It is idempotent, and safe when several processes
+// migrate at once: they take turns on a lock of the database (GET_LOCK),
+// and each finds what the previous one did.
+//
+// MySQL commits each DDL statement by itself, so a migration that fails
+// halfway stays half applied, its version not recorded; the migrations are
+// written so that running them again completes them (CREATE TABLE IF NOT
+// EXISTS, DROP TABLE IF EXISTS).
+func (d *DB) Migrate(ctx context.Context) error {
+	return d.migrate(ctx, d.migs)
+}
+
+// migrateLockWait is how long Migrate and MigrateDown wait for another
+// process's migration when ctx has no deadline.
+const migrateLockWait = time.Minute
+
+func (d *DB) migrate(ctx context.Context, tables []tableMigrations) error {
+	err := d.locked(ctx, func(conn *sql.Conn) error {
+		for _, t := range tables {
+			cur, _, recorded, err := d.version(ctx, conn, t)
+			if err != nil {
+				return err
+			}
+			if latest := sqlkit.Latest(t.ms); cur > latest {
+				d.cfg.Logger.Warn("table is at a newer schema version than this code knows; leaving it as it is",
+					"table", t.table, "version", cur, "latest", latest)
+				continue
+			}
+			switch {
+			case cur > 0 && !recorded:
+				// A table created before versions were recorded.
+				if err := d.record(ctx, conn, t.table, cur); err != nil {
+					return err
+				}
+			case cur == 0 && recorded:
+				d.cfg.Logger.Warn("table is recorded in the version table but missing; creating it again", "table", t.table)
+			}
+			for _, m := range sqlkit.Pending(t.ms, cur) {
+				if err := run(ctx, conn, m.Up); err != nil {
+					return fmt.Errorf("%s version %d (%s): %w", t.table, m.Version, m.Name, err)
+				}
+				if err := d.record(ctx, conn, t.table, m.Version); err != nil {
+					return err
+				}
+				d.cfg.Logger.Info("migrated", "table", t.table, "version", m.Version, "name", m.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mysql: migrate: %w", err)
+	}
+	return nil
+}
+
+// MigrateDown takes the inbox table, then the outbox table, down to version
+// to, running their down migrations in reverse order: MigrateDown(ctx, 0)
+// drops both tables, with every event and record in them. Tables at or
+// below to are left as they are. It takes the same lock as Migrate.
+func (d *DB) MigrateDown(ctx context.Context, to int) error {
+	if to < 0 {
+		return fmt.Errorf("mysql: migrate down: version %d, must not be negative", to)
+	}
+	err := d.locked(ctx, func(conn *sql.Conn) error {
+		for i := len(d.migs) - 1; i >= 0; i-- {
+			t := d.migs[i]
+			cur, _, _, err := d.version(ctx, conn, t)
+			if err != nil {
+				return err
+			}
+			if latest := sqlkit.Latest(t.ms); cur > latest {
+				return fmt.Errorf("%s is at version %d, newer than this code's %d: it cannot take it down", t.table, cur, latest)
+			}
+			for v := cur; v > to; v-- {
+				m := t.ms[v-1]
+				if err := run(ctx, conn, m.Down); err != nil {
+					return fmt.Errorf("%s down from version %d (%s): %w", t.table, m.Version, m.Name, err)
+				}
+				if err := d.record(ctx, conn, t.table, v-1); err != nil {
+					return err
+				}
+				d.cfg.Logger.Info("migrated down", "table", t.table, "version", v-1, "from", m.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mysql: migrate down: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersions reports where the outbox table's and the inbox table's
+// schemas stand, in that order.
+func (d *DB) SchemaVersions(ctx context.Context) ([]SchemaVersion, error) {
+	out := make([]SchemaVersion, 0, len(d.migs))
+	for _, t := range d.migs {
+		v, at, _, err := d.version(ctx, d.db, t)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: schema versions: %w", err)
+		}
+		out = append(out, SchemaVersion{Table: t.table, Version: v, Latest: sqlkit.Latest(t.ms), AppliedAt: at})
+	}
+	return out, nil
+}
+
+// rowQueryer is *sql.DB or *sql.Conn.
+type rowQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// version returns t's version as recorded, or (not recorded) 1 when the
+// table exists and 0 when it does not. A table recorded but missing
+// (dropped by hand) is at 0.
+func (d *DB) version(ctx context.Context, q rowQueryer, t tableMigrations) (v int, at time.Time, recorded bool, err error) {
+	err = q.QueryRowContext(ctx, `SELECT version, CAST(applied_at AS CHAR) FROM `+quote(VersionTable)+
+		" WHERE `table_name` = ?", t.table).Scan(&v, utcTime{&at})
+	switch {
+	case err == nil:
+		recorded = true
+	case !errors.Is(err, sql.ErrNoRows) && !isSchemaMissing(err): // no version table: nothing recorded
+		return 0, time.Time{}, false, err
+	}
+	var n int
+	err = q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = ?`, t.table).Scan(&n)
+	switch {
+	case err != nil:
+		return 0, time.Time{}, false, err
+	case n == 0:
+		return 0, time.Time{}, recorded, nil
+	case !recorded:
+		return 1, time.Time{}, false, nil
+	}
+	return v, at, true, nil
+}
+
+// record sets table's version in the version table, or deletes its row at
+// version 0.
+func (d *DB) record(ctx context.Context, conn *sql.Conn, table string, v int) error {
+	vt := quote(VersionTable)
+	var err error
+	if v == 0 {
+		_, err = conn.ExecContext(ctx, `DELETE FROM `+vt+" WHERE `table_name` = ?", table)
+	} else {
+		now := dbTime(d.cfg.Clock.Now())
+		_, err = conn.ExecContext(ctx, `INSERT INTO `+vt+" (`table_name`, version, applied_at) VALUES (?, ?, ?)"+
+			` ON DUPLICATE KEY UPDATE version = ?, applied_at = ?`, table, v, now, v, now)
+	}
+	if err != nil {
+		return fmt.Errorf("record %s at version %d: %w", table, v, err)
+	}
+	return nil
+}
+
+// locked runs f on a connection that holds the database's migration lock,
+// creating the version table first. The lock is the session's: it ends
+// with the connection, whatever happens to this process.
+func (d *DB) locked(ctx context.Context, f func(conn *sql.Conn) error) error {
+	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	// The driver sends one statement at a time unless the DSN enables
-	// multiStatements, so run them one by one.
-	for _, q := range statements(ddl) {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("mysql: migrate: %w", err)
+	defer conn.Close()
+	// Whole seconds, rounded down: the server gives up before ctx ends,
+	// and says why.
+	wait := migrateLockWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(dl).Truncate(time.Second), 0)
+	}
+	const name = `CONCAT('outbox_migrate_', SHA1(COALESCE(DATABASE(), '')))` // 55 bytes of the 64 allowed
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+name+`, ?)`, int64(wait/time.Second)).Scan(&got); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("lock: another migration of this database held it for more than %v", wait)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, `DO RELEASE_LOCK(`+name+`)`); err != nil {
+			// Closing the connection releases it.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, versionTableSQL()); err != nil {
+		return fmt.Errorf("version table: %w", err)
+	}
+	return f(conn)
+}
+
+// run runs a migration script statement by statement: the driver sends one
+// statement at a time unless the DSN enables multiStatements.
+func run(ctx context.Context, conn *sql.Conn, script string) error {
+	for _, q := range statements(script) {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -52,8 +361,8 @@ func Migrate(ctx context.Context, db *sql.DB, cfg *Config) error {
 
 // statements splits a script of ours into its statements: each ends with a
 // semicolon at the end of a line, and pieces with nothing but comments are
-// dropped. It is not a general SQL splitter; the schema template is written
-// for it.
+// dropped. It is not a general SQL splitter; the migrations are written for
+// it.
 func statements(script string) []string {
 	var out []string
 	for _, part := range strings.SplitAfter(script, ";\n") {

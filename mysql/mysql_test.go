@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +14,6 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
-	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/mysqltest"
@@ -21,13 +22,10 @@ import (
 	"github.com/outboxgo/outbox/stores/storetest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
 type bundle struct {
 	db    *sql.DB
 	cfg   *mysql.Config
+	d     *mysql.DB
 	store *mysql.Store
 	ob    *outbox.Outbox[*sql.Tx]
 }
@@ -38,18 +36,14 @@ func setupB(t testing.TB) bundle {
 	t.Helper()
 	db := mysqltest.Open(t)
 	cfg := &mysql.Config{}
-	s, err := mysql.New(db, cfg)
+	d, err := mysql.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(context.Background()); err != nil {
+	if err := d.Store().Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d, err := mysql.NewDriver(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bundle{db: db, cfg: cfg, store: s, ob: outbox.New(d, nil)}
+	return bundle{db: db, cfg: cfg, d: d, store: d.Store(), ob: outbox.New(d, nil)}
 }
 
 // enqueue writes msgs in one transaction and commits it, or rolls it back.
@@ -113,18 +107,19 @@ func TestConformanceMixedDSNs(t *testing.T) {
 			c.Loc = time.FixedZone("UTC-5", -5*60*60)
 			c.InterpolateParams = true
 		})
-		s, err := mysql.New(relay, nil)
+		rd, err := mysql.New(relay, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := rd.Store()
 		if err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		d, err := mysql.NewDriver(nil)
+		d, err := mysql.New(app, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := bundle{db: app, store: s, ob: outbox.New(d, nil)}
+		b := bundle{db: app, d: d, store: s, ob: outbox.New(d, nil)}
 		return storetest.Harness{Store: s, Enqueue: b.enqueue, Begin: b.begin}
 	})
 }
@@ -163,10 +158,11 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 func TestSchemaMissing(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.Open(t) // never migrated
-	s, err := mysql.New(db, nil)
+	d, err := mysql.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := d.Store()
 	ctx := context.Background()
 	check := func(what string, err error) {
 		t.Helper()
@@ -190,7 +186,6 @@ func TestSchemaMissing(t *testing.T) {
 	_, err = s.Purge(ctx, stores.PurgeParams{Before: time.Now()})
 	check("Purge", err)
 
-	d, _ := mysql.NewDriver(nil)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -220,14 +215,14 @@ func TestBadIdentifiers(t *testing.T) {
 		if _, err := mysql.New(nil, &c); !errors.Is(err, stores.ErrBadIdentifier) {
 			t.Errorf("New(%q) = %v, want ErrBadIdentifier", c.Table, err)
 		}
-		if _, err := mysql.NewDriver(&c); !errors.Is(err, stores.ErrBadIdentifier) {
-			t.Errorf("NewDriver(%q) = %v, want ErrBadIdentifier", c.Table, err)
+		if _, err := mysql.Migrations(&c); !errors.Is(err, stores.ErrBadIdentifier) {
+			t.Errorf("Migrations(%q) = %v, want ErrBadIdentifier", c.Table, err)
 		}
 		if _, err := mysql.SchemaSQL(&c); !errors.Is(err, stores.ErrBadIdentifier) {
 			t.Errorf("SchemaSQL(%q) = %v, want ErrBadIdentifier", c.Table, err)
 		}
 	}
-	if _, err := mysql.New(nil, &mysql.Config{Table: strings.Repeat("t", 64)}); err != nil {
+	if _, err := mysql.New(mysqltest.Open(t), &mysql.Config{Table: strings.Repeat("t", 64)}); err != nil {
 		t.Errorf("a 64-byte table name: %v", err)
 	}
 }
@@ -236,10 +231,11 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.Open(t)
 	cfg := &mysql.Config{Table: "events"}
-	s, err := mysql.New(db, cfg)
+	d, err := mysql.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := d.Store()
 	ctx := context.Background()
 	// Relays starting together all migrate.
 	var wg sync.WaitGroup
@@ -254,7 +250,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 			t.Fatalf("concurrent Migrate: %v", err)
 		}
 	}
-	if err := mysql.Migrate(ctx, db, cfg); err != nil {
+	if err := d.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate again: %v", err)
 	}
 	var cols string
@@ -266,19 +262,39 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	}
 }
 
-// The plain SQL file for goose, golang-migrate and atlas users is the
-// template rendered with the defaults; this keeps them from drifting.
-func TestPlainSQLFileMatches(t *testing.T) {
+// The plain SQL files for goose, golang-migrate and atlas users are the
+// templates rendered with the defaults; this keeps them from drifting, and
+// keeps every file there a migration.
+func TestPlainSQLFilesMatch(t *testing.T) {
 	t.Parallel()
-	want, err := mysql.SchemaSQL(nil)
+	ms, err := mysql.Migrations(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("migrations/001_outbox.up.sql")
+	want := map[string]string{}
+	for _, m := range ms {
+		base := fmt.Sprintf("migrations/%03d_%s", m.Version, m.Name)
+		want[base+".up.sql"], want[base+".down.sql"] = m.Up, m.Down
+	}
+	for path, sql := range want {
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != sql {
+			t.Errorf("%s is stale; regenerate it from mysql.Migrations(nil)", path)
+		}
+	}
+	files, err := filepath.Glob("migrations/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != want {
-		t.Fatalf("migrations/001_outbox.up.sql is stale; regenerate it from mysql.SchemaSQL(nil)")
+	for _, f := range files {
+		if _, ok := want[f]; !ok {
+			t.Errorf("%s is no migration of mysql.Migrations(nil)", f)
+		}
+	}
+	if len(files) != len(want) {
+		t.Errorf("migrations/ holds %d files, want %d", len(files), len(want))
 	}
 }

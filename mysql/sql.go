@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,13 +9,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/google/uuid"
 
-	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/sqlkit"
 )
 
 // Values of the status column. Pending is the largest, so that it sorts last
-// in the pending index (see schema.sql.tmpl).
+// in the pending index (see schema/outbox/001_outbox.up.sql).
 const (
 	statusPublished = "1"
 	statusDead      = "2"
@@ -59,7 +57,7 @@ func chunks(n, maxRows int, size func(i int) int, f func(lo, hi int) error) erro
 }
 
 // Statements that name rows (the ids of an outcome, a replay, a purge) take
-// them as one JSON array parameter, turned into rows by JSON_TABLE (MySQL
+// them as one JSON array parameter (sqlkit.IDsJSON), turned into rows by JSON_TABLE (MySQL
 // 8.0.4+, MariaDB 10.6+) and joined to the table's unique index:
 //
 //	JSON_TABLE(?, …) AS f STRAIGHT_JOIN t FORCE INDEX (id) ON t.id = UNHEX(f.id)
@@ -71,21 +69,6 @@ func chunks(n, maxRows int, size func(i int) int, f func(lo, hi int) error) erro
 // on MariaDB (in_predicate_conversion_threshold), the optimizer scans the
 // whole table instead, and a locking scan waits for every claimed row in
 // its way, then deadlocks with the claims.
-
-// idsJSON returns ids as a JSON array of hex strings, for idRows.
-func idsJSON(ids []uuid.UUID) string {
-	b := make([]byte, 0, 2+len(ids)*35)
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = hex.AppendEncode(b, id[:])
-		b = append(b, '"')
-	}
-	return string(append(b, ']'))
-}
 
 // seqsJSON returns seqs as a JSON array of numbers, for Purge.
 func seqsJSON(seqs []uint64) string {
@@ -113,12 +96,15 @@ func dbTime(t time.Time) string { return t.UTC().Format(datetimeLayout) }
 
 // errText makes a failure's error storable: valid UTF-8 (the server rejects
 // anything else) and no longer than the column.
-func errText(s string) string {
+func errText(s string) string { return storable(s, maxErrorLen) }
+
+// storable is s as valid UTF-8 (bad bytes replaced by U+FFFD), cut to at
+// most n bytes on a character boundary.
+func storable(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxErrorLen {
+	if len(s) <= n {
 		return s
 	}
-	n := maxErrorLen
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
@@ -158,16 +144,14 @@ const (
 	erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
 )
 
-// isSchemaMissing reports whether err says the outbox table does not exist.
+// isSchemaMissing reports whether err says a table does not exist.
 func isSchemaMissing(err error) bool {
 	var myErr *mysql.MySQLError
 	return errors.As(err, &myErr) && myErr.Number == erNoSuchTable
 }
 
-// wrap names the operation and turns a missing table into ErrSchemaMissing.
+// wrap names the operation and turns a missing table into
+// outbox.ErrSchemaMissing.
 func wrap(op string, err error) error {
-	if isSchemaMissing(err) {
-		return fmt.Errorf("mysql: %s: %w: %w", op, outbox.ErrSchemaMissing, err)
-	}
-	return fmt.Errorf("mysql: %s: %w", op, err)
+	return sqlkit.Wrap("mysql", op, err, isSchemaMissing)
 }

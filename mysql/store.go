@@ -5,50 +5,45 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
-// Store is the relay side of a MySQL or MariaDB outbox, over database/sql
-// with github.com/go-sql-driver/mysql. It implements stores.Store. It has
-// no stores.Listener: MySQL has no LISTEN/NOTIFY, so relays poll.
+// Store is the relay's side of the outbox table: DB.Store returns it. It
+// implements stores.Store. It has no stores.Listener: MySQL has no
+// LISTEN/NOTIFY, so relays poll.
 type Store struct {
+	d        *DB
 	db       *sql.DB
 	cfg      Config
+	log      *slog.Logger
 	table    string // quoted
 	idRows   string // see Config.idRows
 	claimSQL string // unordered
 	// The default claim, with per-key order: see claimOrdered.
 	headsSQL, headsBoundedSQL, blankClaimSQL, blankProbeSQL string
-	cursor                                                  keyCursor
+	cursor                                                  sqlkit.KeyCursor
 	sess                                                    atomic.Pointer[session] // set by the first claim
 }
 
-var _ stores.Store = (*Store)(nil)
-
-// New returns the store for the table cfg names (nil: outbox_messages), in
-// the database db connects to. db stays the caller's to close.
-func New(db *sql.DB, cfg *Config) (*Store, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
+func newStore(d *DB) *Store {
+	c := d.cfg
 	t := c.quotedTable()
-	return &Store{db: db, cfg: c, table: t, idRows: c.idRows(), claimSQL: claimSQL(t),
-		headsSQL: headsSQL(t, false), headsBoundedSQL: headsSQL(t, true), blankClaimSQL: blankClaimSQL(t), blankProbeSQL: blankProbeSQL(t)}, nil
+	return &Store{d: d, db: d.db, cfg: c, log: c.Logger, table: t, idRows: c.idRows(), claimSQL: claimSQL(t),
+		headsSQL: headsSQL(t, false), headsBoundedSQL: headsSQL(t, true), blankClaimSQL: blankClaimSQL(t), blankProbeSQL: blankProbeSQL(t)}
 }
-
-// Config returns the store's configuration with defaults applied.
-func (s *Store) Config() Config { return s.cfg }
 
 // ClaimTimeout implements stores.Store: Config.ClaimTimeout.
 func (s *Store) ClaimTimeout() time.Duration { return s.cfg.ClaimTimeout }
 
-// Migrate implements stores.Store.
+// Migrate implements stores.Store: it brings the outbox table (not the
+// inbox table; DB.Migrate does both) to the latest schema version.
 func (s *Store) Migrate(ctx context.Context) error {
-	return Migrate(ctx, s.db, &s.cfg)
+	return s.d.migrate(ctx, s.d.outboxTables())
 }
 
 // CheckSchema returns ErrSchemaMissing (wrapped) unless the table exists.

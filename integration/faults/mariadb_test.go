@@ -24,7 +24,6 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testenv"
 	mysqlstore "github.com/outboxgo/outbox/mysql"
-	"github.com/outboxgo/outbox/mysql/mysqlinbox"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -106,11 +105,11 @@ func newMariaDB(t *testing.T) *mariaDatabase {
 	t.Cleanup(func() { _ = d.db.Close() })
 	d.dsn = *admin.Clone()
 	d.dsn.User = user
-	drv, err := mysqlstore.NewDriver(nil)
+	mdb, err := mysqlstore.New(d.db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.ob = outbox.New(drv, nil)
+	d.ob = outbox.New(mdb, nil)
 	return d
 }
 
@@ -230,18 +229,11 @@ func (d *mariaDatabase) env() []string {
 }
 
 func (d *mariaDatabase) prepare(ctx context.Context, keys []string) error {
-	s, err := mysqlstore.New(d.db, nil)
+	mdb, err := mysqlstore.New(d.db, nil)
 	if err != nil {
 		return err
 	}
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
-	in, err := mysqlinbox.New(d.db, nil)
-	if err != nil {
-		return err
-	}
-	if err := in.Migrate(ctx); err != nil {
+	if err := mdb.Migrate(ctx); err != nil { // the outbox and the inbox tables
 		return err
 	}
 	for _, q := range []string{
@@ -409,7 +401,11 @@ func mariaRelayStore(context.Context) (stores.Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(4)
-	return mysqlstore.New(db, &mysqlstore.Config{ClaimTimeout: claimTimeout})
+	mdb, err := mysqlstore.New(db, &mysqlstore.Config{ClaimTimeout: claimTimeout})
+	if err != nil {
+		return nil, err
+	}
+	return mdb.Store(), nil
 }
 
 // mariaInbox is the inbox process's inbox and effect.
@@ -418,11 +414,11 @@ func mariaInbox(context.Context) (*inbox.Inbox[*sql.Tx], inbox.Handler[*sql.Tx],
 	if err != nil {
 		return nil, nil, err
 	}
-	drv, err := mysqlinbox.New(db, nil)
+	mdb, err := mysqlstore.New(db, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return inbox.New(drv, nil), func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+	return inbox.New(mdb.Inbox(), nil), func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO effects (msg_id) VALUES (?)", m.ID[:])
 		return err
 	}, nil
