@@ -20,11 +20,14 @@ func benchSetup(b *testing.B) (*sqlite.Store, func(msgs []outbox.Message)) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	s, _ := sqlite.New(db, nil)
-	if err := s.Migrate(context.Background()); err != nil {
+	d, err := sqlite.New(db, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
-	d, _ := sqlite.NewDriver(nil)
+	if err := d.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	s := d.Store()
 	ob := outbox.New(d, nil)
 	return s, func(msgs []outbox.Message) {
 		ctx := context.Background()

@@ -11,12 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -75,11 +74,11 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	// The wait for the write lock ends with ctx, or after half a lease: the
 	// lease runs from p.Now, and the batch must keep enough of it to be
 	// published and completed.
-	w := wait{until: start.Add(s.cfg.ClaimTimeout / 2), gate: s.gate, skip: nothingDue,
+	w := wait{until: start.Add(s.cfg.ClaimTimeout / 2), gate: s.d.gate, skip: nothingDue,
 		prepare: []string{s.q.claim}}
 	if !p.Unordered {
 		w.prepare = []string{s.q.claimKeys, s.q.claimUnkeyed}
-		if s.cursor.get() != "" {
+		if s.cursor.Get() != "" {
 			w.prepare = append(w.prepare, s.q.claimKeysBounded)
 		}
 	}
@@ -116,7 +115,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 // to the last, then from the first up to the cursor, then unkeyed rows,
 // each step only while the batch is not full.
 func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit int) ([]scanned, error) {
-	cursor := s.cursor.get()
+	cursor := s.cursor.Get()
 	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, limit, cursor)
 	if err != nil {
 		return nil, err
@@ -130,7 +129,11 @@ func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int
 	}
 	// Moved before the transaction commits: a claim that then fails
 	// costs the keys it passed one turn, nothing more.
-	s.cursor.advance(cursor, recs, len(recs) == limit)
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.rec.Key
+	}
+	s.cursor.Advance(cursor, len(recs) == limit, keys)
 	if left := limit - len(recs); left > 0 {
 		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, left)
 		if err != nil {
@@ -149,46 +152,6 @@ func (s *Store) stamp(ctx context.Context, tx *wtx, query string, token, until, 
 		return nil, err
 	}
 	return scanRecords(rows)
-}
-
-// keyCursor remembers where the last keyed claim stopped, so the next one
-// starts after it: keys are served round-robin.
-type keyCursor struct {
-	mu  sync.Mutex
-	key string
-}
-
-func (c *keyCursor) get() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.key
-}
-
-// advance moves the cursor past the keys just claimed when the batch was
-// full (there may be more keys after them), and back to the start when it
-// was not (every key was visited).
-func (c *keyCursor) advance(from string, recs []scanned, full bool) {
-	next := ""
-	if full {
-		for _, r := range recs {
-			if k := r.rec.Key; k != "" && (next == "" || keyAfter(k, next, from)) {
-				next = k
-			}
-		}
-	}
-	c.mu.Lock()
-	c.key = next
-	c.mu.Unlock()
-}
-
-// keyAfter reports whether a comes after b in a round-robin visit that
-// started after from: keys above from come before keys at or below it.
-func keyAfter(a, b, from string) bool {
-	aHigh, bHigh := a > from, b > from
-	if aHigh != bHigh {
-		return !aHigh
-	}
-	return a > b
 }
 
 func newToken() (int64, error) {
@@ -262,7 +225,7 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	q := &b.s.q
 	// Wait for the write lock as long as the lease lasts: giving up sooner
 	// would have the batch published again though no relay died.
-	w := wait{until: b.leaseEnd(o.Now), gate: b.s.gate}
+	w := wait{until: b.leaseEnd(o.Now), gate: b.s.d.gate}
 	published := q.markPublished
 	if o.DeletePublished {
 		published = q.deletePublished
@@ -279,9 +242,9 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 		if len(o.Published) > 0 {
 			var err error
 			if o.DeletePublished {
-				_, err = tx.exec(ctx, q.deletePublished, idsJSON(o.Published), b.token)
+				_, err = tx.exec(ctx, q.deletePublished, sqlkit.IDsJSON(o.Published), b.token)
 			} else {
-				_, err = tx.exec(ctx, q.markPublished, idsJSON(o.Published), b.token, o.Now.UnixMicro())
+				_, err = tx.exec(ctx, q.markPublished, sqlkit.IDsJSON(o.Published), b.token, o.Now.UnixMicro())
 			}
 			if err != nil {
 				return err
@@ -306,7 +269,7 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 			}
 		}
 		if len(rest) > 0 {
-			if _, err := tx.exec(ctx, q.release, idsJSON(rest), b.token); err != nil {
+			if _, err := tx.exec(ctx, q.release, sqlkit.IDsJSON(rest), b.token); err != nil {
 				return err
 			}
 		}
@@ -343,8 +306,8 @@ func (b *batch) Abort(ctx context.Context) error {
 	}
 	// Not for long, though: the lease ends by itself.
 	end = minTime(end, time.Now().Add(maxAbortWait))
-	err := immediate(context.WithoutCancel(ctx), b.s.db, wait{until: end, gate: b.s.gate}, func(ctx context.Context, tx *wtx) error {
-		_, err := tx.exec(ctx, b.s.q.release, idsJSON(ids(b.recs)), b.token)
+	err := immediate(context.WithoutCancel(ctx), b.s.db, wait{until: end, gate: b.s.d.gate}, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.exec(ctx, b.s.q.release, sqlkit.IDsJSON(ids(b.recs)), b.token)
 		return err
 	})
 	if err != nil {
@@ -371,26 +334,6 @@ func ids(recs []stores.Record) []uuid.UUID {
 		out[i] = r.ID
 	}
 	return out
-}
-
-// idsJSON encodes ids as a JSON array of 32-digit hex strings, one parameter
-// however many there are, for `SELECT unhex(value) FROM json_each(?)`.
-func idsJSON(ids []uuid.UUID) string {
-	var b strings.Builder
-	b.Grow(2 + len(ids)*35)
-	b.WriteByte('[')
-	var buf [32]byte
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		hex.Encode(buf[:], id[:])
-		b.WriteByte('"')
-		b.Write(buf[:])
-		b.WriteByte('"')
-	}
-	b.WriteByte(']')
-	return b.String()
 }
 
 type failureJSON struct {

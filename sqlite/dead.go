@@ -4,11 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
 // deadSQL lists dead rows of table t, of topic ?1 (any when empty), at
-// most ?2, and with ids, only those named in ?3 (see idsJSON).
+// most ?2, and with ids, only those named in ?3 (see sqlkit.IDsJSON).
 func deadSQL(t string, ids bool) string {
 	named := ""
 	if ids {
@@ -26,9 +27,9 @@ func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record,
 	}
 	args := []any{p.Topic, p.Limit}
 	if len(p.IDs) > 0 {
-		args = append(args, idsJSON(p.IDs))
+		args = append(args, sqlkit.IDsJSON(p.IDs))
 	}
-	rows, err := s.db.QueryContext(ctx, deadSQL(s.cfg.table(), len(p.IDs) > 0), args...)
+	rows, err := s.db.QueryContext(ctx, deadSQL(s.table(), len(p.IDs) > 0), args...)
 	if err != nil {
 		return nil, wrap("dead", err)
 	}
@@ -52,7 +53,7 @@ func replaySQL(t string) string {
 
 // Replay implements stores.Store.
 func (s *Store) Replay(ctx context.Context, p stores.ReplayParams) (int64, error) {
-	n, err := s.write(ctx, replaySQL(s.cfg.table()), idsJSON(p.IDs), p.Now.UnixMicro(), p.Topic)
+	n, err := s.write(ctx, replaySQL(s.table()), sqlkit.IDsJSON(p.IDs), p.Now.UnixMicro(), p.Topic)
 	if err != nil {
 		return 0, wrap("replay", err)
 	}
@@ -77,7 +78,7 @@ func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (int6
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	n, err := s.write(ctx, deadLetterSQL(s.cfg.table()), idsJSON(p.IDs), p.Reason)
+	n, err := s.write(ctx, deadLetterSQL(s.table()), sqlkit.IDsJSON(p.IDs), p.Reason)
 	if err != nil {
 		return 0, wrap("dead-letter", err)
 	}
@@ -89,7 +90,7 @@ func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (int6
 // load waits its turn instead of failing with SQLITE_BUSY. It returns the
 // rows affected.
 func (s *Store) write(ctx context.Context, q string, args ...any) (n int64, err error) {
-	err = immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.gate}, func(ctx context.Context, tx *wtx) error {
+	err = immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.d.gate}, func(ctx context.Context, tx *wtx) error {
 		res, err := tx.exec(ctx, q, args...)
 		if err == nil {
 			n, err = res.RowsAffected()

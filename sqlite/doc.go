@@ -1,20 +1,36 @@
-// Package sqlite is the SQLite store: the write side (Driver, an
-// outbox.Driver[*sql.Tx]) and the relay side (Store, a stores.Store) of an
-// outbox table in a SQLite database file.
+// Package sqlite is the outbox for SQLite: in one database file, the
+// write side (enqueue, in the caller's transaction), the relay's store
+// (claim, complete, dead letters, stats) and the consumer's inbox
+// (deduplication, in the handler's transaction). New gives one DB over a
+// database/sql handle that serves all three:
 //
-//	db, err := sqlite.Open("app.db")
-//	store, err := sqlite.New(db, nil)   // relay side
-//	err = store.Migrate(ctx)
-//	drv, err := sqlite.NewDriver(nil)   // write side
-//	ob := outbox.New(drv, nil)
-//	tx, err := db.BeginTx(ctx, nil)
+//	sdb, err := sqlite.Open("app.db")   // WAL, busy timeout, fair writers
+//	db, err := sqlite.New(sdb, nil)      // outbox_messages, outbox_inbox
+//	err = db.Migrate(ctx)                // both tables, to the latest version
+//
+//	// Enqueue: db is an outbox.Driver[*sql.Tx].
+//	ob := outbox.New(db, nil)
+//	tx, err := sdb.BeginTx(ctx, nil)
 //	// … the business change …
 //	err = ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: p})
 //	err = tx.Commit()
 //
+//	// Relay: db.Store() is a stores.Store and a stores.Listener.
+//	r, err := relay.New(db.Store(), publisher, nil)
+//
+//	// Consume: db.Inbox() is an inbox.Driver[*sql.Tx].
+//	in := inbox.New(db.Inbox(), nil)
+//	outcome, err := in.Handle(ctx, msg, func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+//		// the effect, in tx
+//	})
+//
+// Importing the package also registers the sqlite: URL scheme with package
+// backend (sqlite:///abs/path.db, sqlite:/abs/path.db, sqlite://rel/path.db
+// or sqlite:rel.db), for tools such as the outbox command.
+//
 // It needs SQLite 3.41 or later (STRICT tables, RETURNING, UPDATE … FROM,
-// the ->> operator, unhex). Open uses modernc.org/sqlite, pure Go; New and
-// NewDriver work with any database/sql SQLite driver recent enough.
+// the ->> operator, unhex). Open uses modernc.org/sqlite, pure Go; New works
+// with any database/sql SQLite driver recent enough.
 //
 // # Connection settings
 //
@@ -67,9 +83,10 @@
 // leaving the queue as soon as it holds the lock. A writer then waits for
 // the transactions before it, not for luck; BeginTx fails only when it has
 // not got the lock within the busy timeout (or its context ended), which
-// under load means a transaction held the lock that long. The store's own
-// write transactions wait the same way, on whatever handle they are given,
-// so relays in other processes get their share of the lock too.
+// under load means a transaction held the lock that long. The package's own
+// write transactions (the store's claims and completions, the inbox's
+// purges, Migrate) wait the same way, on whatever handle they are given, so
+// relays in other processes get their share of the lock too.
 //
 // A COMMIT holds the lock through its fsync of the WAL (synchronous=FULL):
 // a disk that stalls an fsync stalls every writer behind it, and on a
@@ -131,11 +148,40 @@
 // comes with the first write, and a rolled-back insert leaves no row
 // behind), and across processes sharing the file.
 //
+// # Inbox
+//
+// A record is one row (id, topic, received_at) of the inbox table,
+// inserted with INSERT … ON CONFLICT (id) DO NOTHING in the handler's
+// transaction; the rows it affected (one or none) say whether the message
+// is new. With _txlock=immediate (Open sets it) every transaction RunTx
+// begins takes the write lock at BEGIN, waiting its turn: a concurrent
+// duplicate waits until the first delivery's transaction ends, and then
+// sees its record, or none if it rolled back. With deferred transactions
+// the answer is the same, but a transaction that reads before it writes
+// may fail with SQLITE_BUSY instead of waiting (the subscriber redelivers
+// it). Keep the inbox in the database of the handler's own tables: its
+// record and the handler's effects then commit together.
+//
+// # Migrations
+//
+// Each table's schema is a numbered series of migrations, up and down.
+// Migrate applies, in one IMMEDIATE transaction, those newer than the
+// version recorded in the outbox_schema_versions table (one row per table:
+// its name, version and applied_at), and records the new version; relays
+// and consumers migrating at once take turns, and the later ones find
+// nothing to do. A table created before versions were recorded (by an
+// earlier release, or by hand from migrations/) counts as version 1.
+// (*DB).Migrate migrates both tables, Store.Migrate the outbox table,
+// Inbox.Migrate the inbox table; MigrateDown goes back, SchemaVersions
+// tells where each table is. Migrations returns the steps rendered for
+// your table names, SchemaSQL the whole up script (version rows included),
+// and migrations/ holds the steps as plain SQL files, for teams that
+// migrate with goose, golang-migrate or atlas.
+//
 // # Storage
 //
 // Ids are 16-byte BLOBs, headers a JSON object as TEXT, times INTEGER
 // microseconds since the Unix epoch (UTC): CreatedAt and NotBefore
-// round-trip at microsecond precision, as with PostgreSQL. The table is
-// STRICT. migrations/ holds the schema as a plain SQL file for migration
-// tools.
+// round-trip at microsecond precision, as with PostgreSQL. The tables are
+// STRICT.
 package sqlite

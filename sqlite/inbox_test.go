@@ -1,8 +1,9 @@
-package sqliteinbox_test
+package sqlite_test
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,30 +12,42 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/inbox/inboxtest"
 	"github.com/outboxgo/outbox/sqlite"
-	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 )
 
-func TestConformance(t *testing.T) {
+func TestInboxConformance(t *testing.T) {
 	inboxtest.Run(t, inboxtest.Harness[*sql.Tx]{
-		Setup: setup,
+		Setup: inboxSetup,
 		Unmigrated: func(t *testing.T) inbox.Driver[*sql.Tx] {
-			return newDriver(t, open(t), nil, false)
+			return newInbox(t, openInbox(t), nil, false)
 		},
 		New: func(table string) []error {
-			_, err := sqliteinbox.New(nil, &sqliteinbox.Config{Table: table})
+			_, err := sqlite.New(nil, &sqlite.Config{InboxTable: table})
 			return []error{err}
 		},
-		SchemaSQL: func(table string) (string, error) {
-			return sqliteinbox.SchemaSQL(&sqliteinbox.Config{Table: table})
-		},
+		SchemaSQL: inboxSchemaSQL,
 	})
 }
 
-// setup opens a fresh database file, migrates the inbox and creates an
+// inboxSchemaSQL is the inbox table's first migration for table ("": the
+// default), which migrations/001_inbox.up.sql must equal.
+func inboxSchemaSQL(table string) (string, error) {
+	ms, err := sqlite.Migrations(&sqlite.Config{InboxTable: table})
+	if err != nil {
+		return "", err
+	}
+	for _, m := range ms {
+		if m.Name == "inbox" && m.Version == 1 {
+			return m.Up, nil
+		}
+	}
+	return "", errors.New("no migration 001_inbox")
+}
+
+// inboxSetup opens a fresh database file, migrates the inbox and creates an
 // effects table.
-func setup(t *testing.T) inboxtest.Env[*sql.Tx] {
-	db := open(t)
-	drv := newDriver(t, db, nil, true)
+func inboxSetup(t *testing.T) inboxtest.Env[*sql.Tx] {
+	db := openInbox(t)
+	drv := newInbox(t, db, nil, true)
 	if _, err := db.Exec(`CREATE TABLE effects (id BLOB NOT NULL, note TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -62,47 +75,39 @@ func setup(t *testing.T) inboxtest.Env[*sql.Tx] {
 		// is a delivery waiting for it.
 		Waiting: func(context.Context) (int, error) { return db.Stats().InUse - 1, nil },
 		OtherTable: func(t *testing.T) inbox.Driver[*sql.Tx] {
-			return newDriver(t, db, &sqliteinbox.Config{Table: "billing_inbox"}, true)
+			return newInbox(t, db, &sqlite.Config{InboxTable: "billing_inbox"}, true)
 		},
 		Chain: func(t *testing.T) inboxtest.Chain[*sql.Tx] {
-			store, err := sqlite.New(db, nil)
+			d, err := sqlite.New(db, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Migrate(context.Background()); err != nil {
+			if err := d.Store().Migrate(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			od, err := sqlite.NewDriver(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return inboxtest.Chain[*sql.Tx]{Outbox: outbox.New(od, nil), Payloads: func(t *testing.T) []string {
+			return inboxtest.Chain[*sql.Tx]{Outbox: outbox.New(d, nil), Payloads: func(t *testing.T) []string {
 				return inboxtest.Query(t, db, `SELECT CAST(payload AS TEXT) FROM outbox_messages`, inboxtest.ScanString)
 			}}
 		},
 	}
 }
 
-func open(t *testing.T) *sql.DB {
+func openInbox(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "inbox.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return open(t, filepath.Join(t.TempDir(), "inbox.db"))
 }
 
-func newDriver(t *testing.T, db *sql.DB, cfg *sqliteinbox.Config, migrate bool) *sqliteinbox.Driver {
+func newInbox(t *testing.T, db *sql.DB, cfg *sqlite.Config, migrate bool) *sqlite.Inbox {
 	t.Helper()
-	drv, err := sqliteinbox.New(db, cfg)
+	d, err := sqlite.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	in := d.Inbox()
 	if migrate {
-		if err := drv.Migrate(context.Background()); err != nil {
+		if err := in.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return drv
+	return in
 }

@@ -64,28 +64,12 @@ func insertArgs(msgs []outbox.Message) ([]any, error) {
 	return args, nil
 }
 
-// Driver enqueues through database/sql: outbox.New(driver) gives an
-// *outbox.Outbox[*sql.Tx]. It works with any SQLite driver for database/sql
-// (modernc.org/sqlite, mattn/go-sqlite3, ncruces/go-sqlite3).
-type Driver struct {
-	cfg   Config
-	table string
-	one   string // insertSQL(table, 1), the common case
-}
-
-var _ outbox.Driver[*sql.Tx] = (*Driver)(nil)
-
-// NewDriver returns the write side for the table cfg names (nil:
-// outbox_messages).
-func NewDriver(cfg *Config) (*Driver, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &Driver{cfg: c, table: c.table(), one: insertSQL(c.table(), 1)}, nil
-}
-
-// InsertTx implements outbox.Driver: one INSERT statement per 4095 messages.
+// InsertTx implements outbox.Driver[*sql.Tx]: outbox.New(db) gives an
+// *outbox.Outbox[*sql.Tx], whose Enqueue writes here, in the caller's
+// transaction: one INSERT statement per 4095 messages. It works with any
+// SQLite driver for database/sql (modernc.org/sqlite, mattn/go-sqlite3,
+// ncruces/go-sqlite3).
+//
 // It takes no lock of its own for per-key order: the transaction holds
 // SQLite's one write lock from its first write to its end, so seqs are
 // taken in commit order (see the package documentation, "Ordering").
@@ -93,7 +77,7 @@ func NewDriver(cfg *Config) (*Driver, error) {
 // Begin tx with _txlock=immediate (see Open): a deferred transaction that
 // reads before it writes can fail with SQLITE_BUSY at its first write when
 // another connection committed meanwhile, and no busy_timeout helps then.
-func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
+func (d *DB) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
 	if tx == nil {
 		return outbox.ErrNoTransaction
 	}
@@ -105,7 +89,7 @@ func (d *Driver) InsertTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message
 		}
 		q := d.one
 		if n > 1 {
-			q = insertSQL(d.table, n)
+			q = insertSQL(quote(d.cfg.Table), n)
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return insertError(err)

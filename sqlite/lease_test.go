@@ -116,10 +116,11 @@ func TestLapsedAbortKeepsNewLease(t *testing.T) {
 func TestClaimTimeoutConfig(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	s, err := sqlite.New(b.db, &sqlite.Config{ClaimTimeout: time.Second})
+	d, err := sqlite.New(b.db, &sqlite.Config{ClaimTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := d.Store()
 	if err := b.enqueue(ctx, testMsgs(1), true); err != nil {
 		t.Fatal(err)
 	}

@@ -22,11 +22,11 @@ func shortBusy(t *testing.T, path string, cfg *sqlite.Config) (*sql.DB, *sqlite.
 	if _, err := db.Exec("PRAGMA busy_timeout = 50"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.New(db, cfg)
+	d, err := sqlite.New(db, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db, s
+	return db, d.Store()
 }
 
 // hold takes the write lock on a handle of its own (another writer, as in

@@ -53,10 +53,11 @@ func child(mode string) error {
 		return err
 	}
 	defer db.Close()
-	s, err := sqlite.New(db, nil)
+	d, err := sqlite.New(db, nil)
 	if err != nil {
 		return err
 	}
+	s := d.Store()
 	clock := time.Now
 	if v := os.Getenv(envNow); v != "" {
 		us, err := strconv.ParseInt(v, 10, 64)
@@ -338,7 +339,11 @@ func TestConcurrentHandles(t *testing.T) {
 		wwg.Add(1)
 		go func() {
 			defer wwg.Done()
-			d, _ := sqlite.NewDriver(nil)
+			d, err := sqlite.New(db, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
 			ob := outbox.New(d, nil)
 			for range perWriter {
 				ms := make([]outbox.Message, perTx)
@@ -370,10 +375,11 @@ func TestConcurrentHandles(t *testing.T) {
 	}
 	go func() { wwg.Wait(); written.Store(true) }()
 	for range relays {
-		s, err := sqlite.New(open(t, b.path), nil)
+		d, err := sqlite.New(open(t, b.path), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := d.Store()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -306,8 +306,7 @@ func (p countingPub) Publish(_ context.Context, msgs []outbox.Message) []error {
 	}
 	return make([]error, len(msgs))
 }
-func (countingPub) Capabilities() publishers.Capabilities { return publishers.Capabilities{} }
-func (countingPub) Close() error                          { return nil }
+func (countingPub) Close() error { return nil }
 
 // soakSink collects what the relay processes published.
 type soakSink struct {

@@ -19,6 +19,7 @@ import (
 type bundle struct {
 	path  string
 	db    *sql.DB
+	d     *sqlite.DB
 	store *sqlite.Store
 	ob    *outbox.Outbox[*sql.Tx]
 }
@@ -28,18 +29,14 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	db := open(t, path)
-	s, err := sqlite.New(db, nil)
+	d, err := sqlite.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(context.Background()); err != nil {
+	if err := d.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d, err := sqlite.NewDriver(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bundle{path: path, db: db, store: s, ob: outbox.New(d, nil)}
+	return bundle{path: path, db: db, d: d, store: d.Store(), ob: outbox.New(d, nil)}
 }
 
 func open(t *testing.T, path string) *sql.DB {
@@ -118,8 +115,11 @@ func TestEnqueueNeedsOpenTransaction(t *testing.T) {
 
 func TestSchemaMissing(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "empty.db")) // never migrated
-	s, _ := sqlite.New(db, nil)
-	d, _ := sqlite.NewDriver(nil)
+	d, err := sqlite.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Store()
 	ctx := context.Background()
 	if err := s.CheckSchema(ctx); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Errorf("CheckSchema: %v, want ErrSchemaMissing", err)
@@ -161,11 +161,15 @@ func TestBadIdentifiers(t *testing.T) {
 		if _, err := sqlite.New(nil, &c); !errors.Is(err, stores.ErrBadIdentifier) {
 			t.Errorf("New(%+v) = %v, want ErrBadIdentifier", c, err)
 		}
-		if _, err := sqlite.NewDriver(&c); !errors.Is(err, stores.ErrBadIdentifier) {
-			t.Errorf("NewDriver(%+v) = %v, want ErrBadIdentifier", c, err)
-		}
 		if _, err := sqlite.SchemaSQL(&c); !errors.Is(err, stores.ErrBadIdentifier) {
 			t.Errorf("SchemaSQL(%+v) = %v, want ErrBadIdentifier", c, err)
+		}
+		if _, err := sqlite.Migrations(&c); !errors.Is(err, stores.ErrBadIdentifier) {
+			t.Errorf("Migrations(%+v) = %v, want ErrBadIdentifier", c, err)
+		}
+		inboxCfg := sqlite.Config{InboxTable: c.Table}
+		if _, err := sqlite.New(nil, &inboxCfg); !errors.Is(err, stores.ErrBadIdentifier) {
+			t.Errorf("New(%+v) = %v, want ErrBadIdentifier", inboxCfg, err)
 		}
 	}
 }
@@ -176,8 +180,8 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	if err := b.store.Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	if err := sqlite.Migrate(ctx, b.db, nil); err != nil {
-		t.Fatalf("package Migrate: %v", err)
+	if err := b.d.Migrate(ctx); err != nil {
+		t.Fatalf("DB.Migrate: %v", err)
 	}
 	var ddl string
 	err := b.db.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = 'outbox_messages_pending'`).Scan(&ddl)
@@ -190,8 +194,11 @@ func TestOtherTableName(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	cfg := &sqlite.Config{Table: "events"}
-	s, _ := sqlite.New(b.db, cfg)
-	d, _ := sqlite.NewDriver(cfg)
+	d, err := sqlite.New(b.db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Store()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -210,22 +217,6 @@ func TestOtherTableName(t *testing.T) {
 	}
 	if st, _ := b.store.Stats(ctx, stores.StatsParams{Now: time.Now()}); len(st) != 0 {
 		t.Fatalf("default table got the event: %+v", st)
-	}
-}
-
-// The plain SQL file for goose, golang-migrate and atlas users is the
-// template rendered with the defaults; this keeps them from drifting.
-func TestPlainSQLFileMatches(t *testing.T) {
-	want, err := sqlite.SchemaSQL(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("migrations/001_outbox.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("migrations/001_outbox.up.sql is stale; regenerate it from schema.sql.tmpl with Table = outbox_messages")
 	}
 }
 

@@ -28,7 +28,7 @@ func statsSQL(t string) string {
 
 // Stats implements stores.Store, in one statement (see statsSQL).
 func (s *Store) Stats(ctx context.Context, p stores.StatsParams) ([]stores.TopicStats, error) {
-	rows, err := s.db.QueryContext(ctx, statsSQL(s.cfg.table()), p.Now.UnixMicro())
+	rows, err := s.db.QueryContext(ctx, statsSQL(s.table()), p.Now.UnixMicro())
 	if err != nil {
 		return nil, wrap("stats", err)
 	}
@@ -84,7 +84,7 @@ func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.B
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, blockedSQL(s.cfg.table()), p.Limit)
+	rows, err := s.db.QueryContext(ctx, blockedSQL(s.table()), p.Limit)
 	if err != nil {
 		return nil, wrap("blocked", err)
 	}

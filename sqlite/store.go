@@ -10,19 +10,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
-// Store is the relay side of a SQLite outbox, over a database/sql handle. It
+// Store is the relay's side of the outbox table: (*DB).Store returns it. It
 // implements stores.Store and stores.Listener.
 type Store struct {
+	d      *DB
 	db     *sql.DB
 	cfg    Config
 	q      queries
-	cursor keyCursor // see Claim
-	// gate queues the store's write transactions when db is not from
-	// Open (whose connections queue at their file's gate); see lock.go.
-	gate *gate
+	cursor sqlkit.KeyCursor // see Claim
 }
 
 var (
@@ -30,25 +29,23 @@ var (
 	_ stores.Listener = (*Store)(nil)
 )
 
-// New returns the store for the table cfg names (nil: outbox_messages) in
-// db. db stays the caller's to close; open it with Open, or with the
-// settings Open documents.
-func New(db *sql.DB, cfg *Config) (*Store, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	return &Store{db: db, cfg: c, q: newQueries(c.table(), c.Table), gate: newGate()}, nil
-}
-
-// Config returns the store's configuration with defaults applied.
+// Config returns the configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
+
+// table is the quoted outbox table name, for SQL.
+func (s *Store) table() string { return quote(s.cfg.Table) }
 
 // ClaimTimeout implements stores.Store: Config.ClaimTimeout.
 func (s *Store) ClaimTimeout() time.Duration { return s.cfg.ClaimTimeout }
 
-// Migrate implements stores.Store.
-func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s.cfg) }
+// Migrate implements stores.Store: it brings the outbox table to its latest
+// schema version, applying the numbered migrations the version table does
+// not record yet, in order, in one IMMEDIATE transaction, so that relays
+// starting together take turns and the later ones find nothing to do. A
+// table created before versions were recorded is version 1. An outbox
+// table already at the latest version costs a few reads and no write lock.
+// (*DB).Migrate does the same for both tables.
+func (s *Store) Migrate(ctx context.Context) error { return s.d.migrate(ctx, s.d.outboxSchema) }
 
 // CheckSchema returns ErrSchemaMissing (wrapped) unless the table exists.
 func (s *Store) CheckSchema(ctx context.Context) error {
@@ -77,7 +74,7 @@ type queries struct {
 // recordCols are what scanRecords reads, in its order.
 const recordCols = `seq, id, topic, key, type, payload, headers, created_at, available_at, attempts, coalesce(last_error, '')`
 
-// Ids travel as one JSON parameter (see idsJSON), so no statement depends
+// Ids travel as one JSON parameter (see sqlkit.IDsJSON), so no statement depends
 // on how many there are or runs into SQLite's parameter limit.
 const (
 	inIDs      = `id IN (SELECT unhex(value) FROM json_each(?1))`
@@ -232,7 +229,7 @@ func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) 
 		p.Limit = 1000
 	}
 	var n int64
-	err := immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.gate}, func(ctx context.Context, tx *wtx) error {
+	err := immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.d.gate}, func(ctx context.Context, tx *wtx) error {
 		res, err := tx.exec(ctx, s.q.purge, p.Before.UnixMicro(), p.Limit)
 		if err == nil {
 			n, err = res.RowsAffected()
