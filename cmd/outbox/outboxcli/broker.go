@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/backoff"
 	"github.com/outboxgo/outbox/internal/redact"
-	kafkapub "github.com/outboxgo/outbox/kafka"
-	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/nats/natsembed"
 	"github.com/outboxgo/outbox/publishers"
-	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
-	redispub "github.com/outboxgo/outbox/redis"
 )
 
 // checkTimeout bounds the publisher's Check at start; a broker that does
@@ -79,16 +78,55 @@ func brokerError(prefix, where string, err error) error {
 	return e
 }
 
-// openPublisher opens the publisher --broker-url names and, when it is a
+// brokerURL is --broker-url with the broker parameter flags given
+// (--stream, --subject-prefix, …) replacing the URL's parameters.
+func (f *relayFlags) brokerURL() (string, error) {
+	set := map[string]string{}
+	for _, pf := range f.params {
+		if pf.changed {
+			set[pf.param] = pf.value
+		}
+	}
+	return backend.ApplyParams(f.rawBrokerURL, set)
+}
+
+// checkBroker validates --broker-url and the parameter flags without
+// connecting: the scheme, that each flag given is one of this broker's, and
+// the parameters' values.
+func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks) {
+	b, err := backend.LookupBroker(f.rawBrokerURL)
+	if err != nil {
+		c.add(flagError("broker-url", err))
+		return
+	}
+	ok := true
+	for name, pf := range f.params {
+		if pf.changed && !slices.Contains(pf.brokers, b.Name) {
+			c.add(fmt.Errorf("%s is a %s setting, and --broker-url is a %s:// URL",
+				g.flagRef(cmd, name), strings.Join(pf.brokers, " and "), backend.Scheme(f.rawBrokerURL)))
+			ok = false
+		}
+	}
+	if !ok || b.Validate == nil {
+		return
+	}
+	u, err := f.brokerURL()
+	if err == nil {
+		err = b.Validate(u)
+	}
+	c.add(err)
+}
+
+// openPublisher opens the publisher of the broker URL and, when it is a
 // publishers.Checker, checks its configuration with the broker.
 func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publishers.Publisher, string, error) {
 	ctx := cmd.Context()
-	sch, err := scheme("broker-url", f.brokerURL, brokerSchemes...)
+	where := redact.URL(f.rawBrokerURL)
+	u, err := f.brokerURL()
 	if err != nil {
 		return nil, "", err
 	}
-	where := redact.URL(f.brokerURL)
-	p, err := newPublisher(sch, f.brokerURL, f.subjectPrefix, log.With("component", "publisher"))
+	p, err := backend.OpenBroker(ctx, u, &backend.BrokerOptions{Logger: log.With("component", "publisher")})
 	if err != nil {
 		return nil, "", brokerError("broker", where, err)
 	}
@@ -106,49 +144,7 @@ func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publis
 			return nil, "", e
 		}
 	}
-	if np, ok := p.(*natspub.Publisher); ok && f.stream != "" {
-		subj := f.subjectPrefix + ".>"
-		if err := np.EnsureStream(ctx, f.stream, []string{subj}); err != nil {
-			_ = p.Close()
-			return nil, "", brokerError("stream "+f.stream+" at", where, err)
-		}
-		log.Info("stream ready", "stream", f.stream, "subjects", subj)
-	}
 	return p, where, nil
-}
-
-// newPublisher opens the publisher of rawURL, which has scheme sch, with
-// log as its logger where it takes one.
-func newPublisher(sch, rawURL, subjectPrefix string, log *slog.Logger) (publishers.Publisher, error) {
-	switch sch {
-	case "kafka", "kafka+tls":
-		cfg, err := kafkapub.ConfigFromURL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Logger = log
-		return nilIfErr(kafkapub.New(cfg))
-	case "amqp", "amqps":
-		cfg, err := rabbitpub.ConfigFromURL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Logger = log
-		return nilIfErr(rabbitpub.New(cfg))
-	case "redis", "rediss":
-		return nilIfErr(redispub.NewFromURL(rawURL))
-	case "nats":
-		return nilIfErr(natspub.New(natspub.Config{URL: rawURL, SubjectPrefix: subjectPrefix, Logger: log}))
-	}
-	return nil, fmt.Errorf("unreachable: scheme %q", sch)
-}
-
-// nilIfErr returns a nil interface, not a nil *T in one, on an error.
-func nilIfErr[T publishers.Publisher](p T, err error) (publishers.Publisher, error) {
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // startEmbedded runs an in-process NATS server with JetStream under
@@ -160,11 +156,15 @@ func (f *relayFlags) startEmbedded(cmd *cobra.Command, g *globals, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS under %s: %w", f.dataDir, err)
 	}
-	f.brokerURL = srv.URL()
-	if f.stream == "" {
-		f.stream = embeddedStream
+	f.rawBrokerURL = srv.URL()
+	stream, prefix := f.params["stream"], f.params["subject-prefix"]
+	if !stream.changed {
+		stream.value, stream.changed = embeddedStream, true
+	}
+	if !prefix.changed {
+		prefix.value = defaultSubjectPrefix
 	}
 	fmt.Fprintf(g.stdout, "embedded NATS JetStream at %s (data in %s): events on subjects %s.<topic>, stream %s\n",
-		srv.URL(), f.dataDir, f.subjectPrefix, f.stream)
+		srv.URL(), f.dataDir, prefix.value, stream.value)
 	return srv.Shutdown, nil
 }

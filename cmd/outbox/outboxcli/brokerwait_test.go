@@ -33,7 +33,7 @@ func relayBehindCutProxy(t *testing.T) (db []string, stream, prefix string, px *
 	if code, out, stderr := run(t, ctx, append([]string{"migrate"}, db...)...); code != 0 {
 		t.Fatalf("migrate: %s%s", out, stderr)
 	}
-	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	d, _ := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: []byte("1")})
 	}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/redact"
 )
 
@@ -83,10 +84,7 @@ Get started:
   outbox status  --database-url postgres://localhost/app
 
 Databases, by URL scheme:
-  postgres://user:pass@host:5432/db   PostgreSQL (postgresql:// too)
-  mysql://user:pass@host:3306/db      MySQL, MariaDB
-  sqlite:///abs/path.db, sqlite:/abs/path.db, sqlite://rel/path.db,
-  sqlite:rel.db                       SQLite (a file; only migrate creates it)
+` + databaseHelp() + `
 
 Every flag can also be set by an environment variable, named after the flag:
 --database-url is OUTBOX_DATABASE_URL, --broker-url is OUTBOX_BROKER_URL.
@@ -101,7 +99,7 @@ by a signal has done as asked and exits 0.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.databaseURL, "database-url", "", "the outbox's database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or sqlite:///path/to/file.db (see 'outbox --help')")
+	pf.StringVar(&g.databaseURL, "database-url", "", "the outbox's database: a "+strings.Join(backend.DatabaseSchemes(), ":, ")+": URL (see 'outbox --help')")
 	pf.StringVar(&g.schema, "schema", "outbox", "schema that holds the outbox table, not empty (MySQL, SQLite: the table is <schema>_<table>)")
 	pf.StringVar(&g.table, "table", "messages", "name of the outbox table, not empty")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")

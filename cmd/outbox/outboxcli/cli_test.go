@@ -80,7 +80,7 @@ func TestRelayToRedisByURL(t *testing.T) {
 	if code, out, stderr := run(t, ctx, append([]string{"migrate"}, db...)...); code != 0 {
 		t.Fatalf("migrate: %s%s", out, stderr)
 	}
-	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	d, _ := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{Topic: "orders", Payload: []byte("1")})
 	}); err != nil {
@@ -146,7 +146,7 @@ func TestMigrateStatusRelay(t *testing.T) {
 		t.Fatalf("migrate: exit %d\n%s%s", code, out, stderr)
 	}
 
-	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	d, _ := postgres.New(pool, &postgres.Config{Schema: schema})
 	ob := outbox.New(d, nil)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return ob.Enqueue(ctx, tx,
@@ -276,7 +276,7 @@ func TestDeadLetterListReplay(t *testing.T) {
 		t.Fatalf("migrate: %s%s", out, stderr)
 	}
 	id := outbox.NewID()
-	d, _ := postgres.NewPgxDriver(&postgres.Config{Schema: schema})
+	d, _ := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return outbox.New(d, nil).Enqueue(ctx, tx, outbox.Message{ID: id, Topic: "orders", Key: "k"})
 	}); err != nil {
@@ -319,7 +319,7 @@ func TestRelayEmbeddedBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	d, _ := sqlite.NewDriver(nil)
+	d, _ := sqlite.New(db, nil)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,11 @@ package outboxcli
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxgo/outbox/mysql"
-	"github.com/outboxgo/outbox/postgres"
-	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/backend"
+	"github.com/outboxgo/outbox/internal/redact"
 )
 
 func newMigrate(g *globals) *cobra.Command {
@@ -16,33 +14,20 @@ func newMigrate(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the outbox schema, table and indexes (idempotent)",
-		Long: `migrate creates the outbox schema, table and indexes if they do not exist.
-It is safe to run again, and from several processes at once. On SQLite it
-creates the database file if need be: the only command that does.
+		Long: `migrate brings the outbox table and the inbox table to the latest schema
+version: it applies, in order and under a lock, the numbered migrations
+newer than the version the database records. It is safe to run again and
+from several processes at once. On SQLite it creates the database file if
+need be: the only command that does.
 
 With --print it connects to nothing and prints the SQL instead, for teams
-that migrate with goose, golang-migrate or atlas (PostgreSQL's, or MySQL's or
-SQLite's when --database-url is a mysql: or sqlite: URL).`,
+that migrate with goose, golang-migrate or atlas: that of the database of
+--database-url's scheme, PostgreSQL's without one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := g.checks(cmd)
 			if print {
-				g.checkNames(c)
-				if err := c.err(); err != nil {
-					return err
-				}
-				ddl, err := postgres.SchemaSQL(g.postgresConfig())
-				switch {
-				case strings.HasPrefix(g.databaseURL, "sqlite:"):
-					ddl, err = sqlite.SchemaSQL(g.sqliteConfig())
-				case strings.HasPrefix(g.databaseURL, "mysql:"):
-					ddl, err = mysql.SchemaSQL(g.mysqlConfig())
-				}
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprint(g.stdout, ddl)
-				return err
+				return g.printSchema(c)
 			}
 			g.checkDB(c)
 			if err := c.err(); err != nil {
@@ -53,8 +38,8 @@ SQLite's when --database-url is a mysql: or sqlite: URL).`,
 				return err
 			}
 			defer d.close()
-			if err := d.store.Migrate(cmd.Context()); err != nil {
-				return fmt.Errorf("migrate %s: %s", d.where, pgErrText(err))
+			if err := d.Migrate(cmd.Context()); err != nil {
+				return fmt.Errorf("migrate %s: %s", d.where, redact.Text(err.Error()))
 			}
 			fmt.Fprintf(g.stdout, "outbox table %s is ready in %s\n", d.table, d.where)
 			return nil
@@ -62,4 +47,30 @@ SQLite's when --database-url is a mysql: or sqlite: URL).`,
 	}
 	cmd.Flags().BoolVar(&print, "print", false, "print the SQL instead of running it")
 	return cmd
+}
+
+// printSchema prints the SQL that migrate runs, for the database of
+// --database-url (PostgreSQL's without one), connecting to nothing.
+func (g *globals) printSchema(c *checks) error {
+	g.checkNames(c)
+	if err := c.err(); err != nil {
+		return err
+	}
+	u := g.databaseURL
+	if u == "" {
+		u = "postgres:"
+	}
+	d, err := backend.LookupDatabase(u)
+	if err != nil {
+		return flagError("database-url", err)
+	}
+	if d.SchemaSQL == nil {
+		return fmt.Errorf("%s has no SQL to print", d.Name)
+	}
+	ddl, err := d.SchemaSQL(g.databaseOptions(existing))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(g.stdout, ddl)
+	return err
 }

@@ -4,25 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/redact"
-	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/stores"
 )
 
-// db is an opened outbox store.
+// db is an opened outbox database.
 type db struct {
+	backend.DB
 	store stores.Store
-	// check returns outbox.ErrSchemaMissing (wrapped) when the table is
-	// missing.
-	check func(ctx context.Context) error
-	close func()
 	where string // the redacted URL, for messages
 	table string // the table as the database names it: outbox.messages, outbox_messages
 }
@@ -38,110 +30,57 @@ const (
 	create
 )
 
-var databaseSchemes = []string{"postgres", "postgresql", "mysql", "sqlite"}
-
-// scheme returns the URL's scheme, or an error that names the URL (redacted)
-// and the schemes we know.
-func scheme(what, raw string, known ...string) (string, error) {
-	if raw == "" {
-		return "", fmt.Errorf("no %s: set --%s or %s", what, what, envName(what))
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("--%s %s: not a URL (want %s://…)", what, redact.URL(raw), strings.Join(known, "://…, "))
-	}
-	for _, k := range known {
-		if u.Scheme == k {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("--%s %s: unsupported scheme %q (want %s)", what, redact.URL(raw), u.Scheme, strings.Join(known, ", "))
+// databaseOptions maps the flags to what every database takes.
+func (g *globals) databaseOptions(mode openMode) *backend.DatabaseOptions {
+	return &backend.DatabaseOptions{Schema: g.schema, Table: g.table, ClaimTimeout: g.claimTimeout,
+		Create: mode == create, Logger: g.logger()}
 }
 
 // checkDB validates the database flags without connecting: the URL's
 // scheme and form, the schema and table names.
 func (g *globals) checkDB(c *checks) {
 	g.checkNames(c)
-	sch, err := scheme("database-url", g.databaseURL, databaseSchemes...)
-	if err != nil {
-		c.add(err)
+	if g.databaseURL == "" {
+		c.add(fmt.Errorf("no database-url: set --database-url or %s", envName("database-url")))
 		return
 	}
-	switch sch {
-	case "sqlite":
-		if _, err := sqlitePath(g.databaseURL); err != nil {
-			c.add(err)
-		}
-	case "mysql":
-		if _, err := g.mysqlConnector(); err != nil {
-			c.add(err)
-		}
+	d, err := backend.LookupDatabase(g.databaseURL)
+	if err != nil {
+		c.add(flagError("database-url", err))
+		return
 	}
+	if d.Validate != nil {
+		c.add(d.Validate(g.databaseURL))
+	}
+	if d.SchemaSQL != nil { // the names, as this database spells them
+		_, err := d.SchemaSQL(g.databaseOptions(existing))
+		c.add(err)
+	}
+}
+
+// flagError names the flag in a registry error, which starts with the
+// redacted URL: "--database-url mysqlx://…: unsupported scheme".
+func flagError(flag string, err error) error {
+	return fmt.Errorf("--%s %w", flag, err)
 }
 
 // openDB connects to the database the flags name. It pings, so an
 // unreachable database is reported here, once, by name. The caller has
 // validated the flags (checkDB).
 func (g *globals) openDB(ctx context.Context, mode openMode) (*db, error) {
-	sch, err := scheme("database-url", g.databaseURL, databaseSchemes...)
+	d, err := backend.OpenDatabase(ctx, g.databaseURL, g.databaseOptions(mode))
 	if err != nil {
 		return nil, err
 	}
-	where := redact.URL(g.databaseURL)
-	switch sch {
-	case "postgres", "postgresql":
-		return g.openPostgres(ctx, where)
-	case "sqlite":
-		return g.openSQLite(where, mode)
-	case "mysql":
-		return g.openMySQL(ctx, where)
-	}
-	return nil, fmt.Errorf("unreachable: scheme %q", sch)
+	return &db{DB: d, store: d.Store(), where: redact.URL(g.databaseURL), table: d.Table()}, nil
 }
 
-func (g *globals) postgresConfig() *postgres.Config {
-	return &postgres.Config{Schema: g.schema, Table: g.table, ClaimTimeout: g.claimTimeout}
-}
+// close releases the database; its error does not change the command's.
+func (d *db) close() { _ = d.Close() }
 
-func (g *globals) openPostgres(ctx context.Context, where string) (*db, error) {
-	cfg := g.postgresConfig()
-	if _, err := postgres.SchemaSQL(cfg); err != nil {
-		return nil, err
-	}
-	pcfg, err := pgxpool.ParseConfig(g.databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("--database-url %s: %s", where, pgErrText(err))
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(pctx, pcfg)
-	if err == nil {
-		err = pool.Ping(pctx)
-	}
-	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
-		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, pgErrText(err))
-	}
-	s, err := postgres.New(pool, cfg)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &db{
-		store: s,
-		check: s.CheckSchema,
-		close: pool.Close,
-		where: where,
-		table: g.schema + "." + g.table,
-	}, nil
-}
-
-// pgErrText is err's message with any password hidden (pgx quotes the
-// connection string in parse errors).
-func pgErrText(err error) string {
-	return redact.Text(err.Error())
+// check returns the advice the user needs when the outbox table is missing.
+func (d *db) check(ctx context.Context) error {
+	return schemaMissing(d.CheckSchema(ctx), d)
 }
 
 // schemaMissing turns ErrSchemaMissing into the advice the user needs.

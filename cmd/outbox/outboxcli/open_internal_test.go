@@ -13,8 +13,8 @@ import (
 // --claim-timeout reaches the store's Config.ClaimTimeout, on every store.
 func TestClaimTimeoutMapped(t *testing.T) {
 	g := &globals{schema: "outbox", table: "messages", claimTimeout: 7 * time.Second, stdout: io.Discard, stderr: io.Discard}
-	if g.postgresConfig().ClaimTimeout != 7*time.Second || g.mysqlConfig().ClaimTimeout != 7*time.Second || g.sqliteConfig().ClaimTimeout != 7*time.Second {
-		t.Fatalf("configs: %+v %+v %+v", g.postgresConfig(), g.mysqlConfig(), g.sqliteConfig())
+	if o := g.databaseOptions(existing); o.ClaimTimeout != 7*time.Second || o.Create {
+		t.Fatalf("options: %+v", o)
 	}
 	path := filepath.Join(t.TempDir(), "app.db")
 	g.databaseURL = "sqlite:" + path

@@ -161,7 +161,7 @@ func readmeDB(t *testing.T) (url, topic string) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	d, _ := sqlite.NewDriver(nil)
+	d, _ := sqlite.New(db, nil)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

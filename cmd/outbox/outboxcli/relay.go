@@ -8,11 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/backend"
+	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/relay"
 )
-
-var brokerSchemes = []string{"nats", "kafka", "kafka+tls", "amqp", "amqps", "redis", "rediss"}
 
 // Bounds of the relay's flags, in --help.
 const (
@@ -31,15 +30,15 @@ const (
 )
 
 type relayFlags struct {
-	brokerURL     string
-	brokerWait    time.Duration
-	dataDir       string
-	embeddedPort  int
-	subjectPrefix string
-	stream        string
-	keyedFailure  string
-	claimTimeout  time.Duration
-	cfg           relay.Config
+	rawBrokerURL string
+	brokerWait   time.Duration
+	dataDir      string
+	embeddedPort int
+	// params are the brokers' URL parameters as flags, by flag name.
+	params       map[string]*paramFlag
+	keyedFailure string
+	claimTimeout time.Duration
+	cfg          relay.Config
 }
 
 func newRelay(g *globals) *cobra.Command {
@@ -70,30 +69,25 @@ shorter, or a slow publish lets a second relay publish the same events.
 Without --broker-url it runs an embedded NATS JetStream server under
 --data-dir and prints its URL, for trying things out.
 
-Brokers, by URL scheme:
-  nats://host:4222              NATS JetStream: topic T on subject outbox.T
-                                (--subject-prefix); --stream creates or
-                                extends a stream capturing outbox.>
-  kafka://host:9092,host2:9092  Kafka (?topic_prefix=…; kafka+tls:// for TLS)
-  amqp://user:pass@host:5672/   RabbitMQ (?exchange=…&routing_key_prefix=…)
-  redis://host:6379/0           Redis Streams (?stream_prefix=…&maxlen=…)`,
+Brokers, by URL scheme, and the URL parameters each reads; a flag of the
+parameter's name (--stream for ?stream=) overrides the URL's:
+` + brokerHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRelay(cmd, g, f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.brokerURL, "broker-url", "", "the broker: nats://, kafka://, amqp:// or redis:// URL (none: run an embedded NATS JetStream)")
+	fl.StringVar(&f.rawBrokerURL, "broker-url", "", "the broker: "+strings.Join(backend.BrokerSchemes(), "://, ")+":// URL (none: run an embedded NATS JetStream)")
 	fl.DurationVar(&f.brokerWait, "broker-wait", 0, "at start, how long to keep trying an unreachable broker before giving up (0: until interrupted)")
 	fl.StringVar(&f.dataDir, "data-dir", "outbox-data", "without --broker-url only: where the embedded NATS JetStream keeps its data")
 	fl.IntVar(&f.embeddedPort, "embedded-port", 0, "without --broker-url only: the embedded NATS server's port on 127.0.0.1, 1 to 65535 (0: a free one)")
-	fl.StringVar(&f.subjectPrefix, "subject-prefix", defaultSubjectPrefix, "NATS only: publish topic T on subject PREFIX.T ('': on subject T, without --stream)")
-	fl.StringVar(&f.stream, "stream", "", "NATS only: create (or extend) this JetStream stream to capture PREFIX.>")
+	f.params = paramFlags(fl)
 	fl.IntVar(&f.cfg.BatchSize, "batch-size", relay.DefaultBatchSize, fmt.Sprintf("events per claim, 1 to %d", maxBatchSize))
 	fl.IntVar(&f.cfg.Workers, "workers", relay.DefaultWorkers, fmt.Sprintf("claim/publish loops running at once, 1 to %d", maxWorkers))
 	fl.DurationVar(&f.cfg.PollInterval, "poll-interval", relay.DefaultPollInterval, fmt.Sprintf("how often to look for events without a wake-up, %v to %v", minPollInterval, time.Hour))
 	fl.DurationVar(&f.cfg.PublishTimeout, "publish-timeout", relay.DefaultPublishTimeout, "how long a batch may wait for the broker's acks; above 0 and below --claim-timeout")
-	fl.DurationVar(&f.claimTimeout, "claim-timeout", postgres.DefaultClaimTimeout, fmt.Sprintf("how long a claim holds its events before another relay may take them, %v to %v", minClaimTimeout, maxTimeout))
+	fl.DurationVar(&f.claimTimeout, "claim-timeout", stores.DefaultClaimTimeout, fmt.Sprintf("how long a claim holds its events before another relay may take them, %v to %v", minClaimTimeout, maxTimeout))
 	fl.DurationVar(&f.cfg.StoreTimeout, "store-timeout", relay.DefaultStoreTimeout, fmt.Sprintf("how long one claim or mark may take before it counts as a database error, above 0, at most %v", maxTimeout))
 	fl.IntVar(&f.cfg.MaxAttempts, "max-attempts", relay.DefaultMaxAttempts, fmt.Sprintf("failed attempts that make an event dead, 1 to %d", maxMaxAttempts))
 	fl.DurationVar(&f.cfg.Retention, "retention", 0, "keep published events this long (0: delete at once)")
@@ -130,41 +124,21 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	if f.cfg.Unordered {
 		c.conflict("keyed-failure", "unordered", "--keyed-failure says what a failing event does to its key's order, and --unordered keeps none")
 	}
-	nats := f.brokerURL == ""
-	if f.brokerURL != "" {
-		sch, err := scheme("broker-url", f.brokerURL, brokerSchemes...)
-		c.add(err)
-		nats = sch == "nats"
+	for name, pf := range f.params {
+		pf.changed = cmd.Flags().Changed(name)
+	}
+	if f.rawBrokerURL != "" {
 		c.conflict("broker-url", "data-dir", "--data-dir is the embedded broker's, which runs only without --broker-url")
 		c.conflict("broker-url", "embedded-port", "--embedded-port is the embedded broker's, which runs only without --broker-url")
-		if err == nil && !nats {
-			for _, fl := range []string{"stream", "subject-prefix"} {
-				if cmd.Flags().Changed(fl) {
-					c.add(fmt.Errorf("%s is a NATS setting, and --broker-url is a %s:// URL", g.flagRef(cmd, fl), sch))
-				}
-			}
-		}
-	}
-	if nats && f.subjectPrefix == "" && (f.stream != "" || f.brokerURL == "") {
-		c.add(fmt.Errorf("%s is empty, so the stream would capture every subject (>), which NATS refuses or overlaps with every other stream: give a prefix (default %s)",
-			g.flagRef(cmd, "subject-prefix"), defaultSubjectPrefix))
-	}
-	if nats && f.subjectPrefix != "" && !validSubjectPrefix(f.subjectPrefix) {
-		c.failf("subject-prefix", "%s: want dot-separated tokens without spaces, * or > (outbox, app.events)", display(f.subjectPrefix))
+		f.checkBroker(cmd, g, c)
+	} else if p := f.params["subject-prefix"]; p.changed {
+		// The embedded broker: its URL is known only once it runs.
+		f.rawBrokerURL = "nats://127.0.0.1:4222"
+		f.checkBroker(cmd, g, c)
+		f.rawBrokerURL = ""
 	}
 	g.checkDB(c)
 	return c.err()
-}
-
-// validSubjectPrefix reports whether p can start a NATS subject: non-empty
-// dot-separated tokens, no whitespace, no wildcards.
-func validSubjectPrefix(p string) bool {
-	for _, tok := range strings.Split(p, ".") {
-		if tok == "" || strings.ContainsAny(tok, " \t\r\n*>") {
-			return false
-		}
-	}
-	return true
 }
 
 func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
@@ -182,7 +156,7 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	if err := d.check(ctx); err != nil {
 		return schemaMissing(err, d)
 	}
-	if f.brokerURL == "" {
+	if f.rawBrokerURL == "" {
 		stop, err := f.startEmbedded(cmd, g, log)
 		if err != nil {
 			return err

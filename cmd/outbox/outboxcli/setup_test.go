@@ -40,14 +40,12 @@ func newPG(t *testing.T) *env {
 	e := &env{t: t, db: []string{"--database-url", pgtest.URL(), "--schema", schema}}
 	e.migrate()
 	cfg := &postgres.Config{Schema: schema}
-	d, err := postgres.NewPgxDriver(cfg)
+	d, err := postgres.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ob := outbox.New(d, nil)
-	if e.store, err = postgres.New(pool, cfg); err != nil {
-		t.Fatal(err)
-	}
+	e.store = d.Store()
 	e.enqueueTx = func(ctx context.Context, msgs []outbox.Message) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return ob.Enqueue(ctx, tx, msgs...) })
 	}
@@ -65,14 +63,12 @@ func newSQLite(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	d, err := sqlite.NewDriver(nil)
+	d, err := sqlite.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ob := outbox.New(d, nil)
-	if e.store, err = sqlite.New(db, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.store = d.Store()
 	e.enqueueTx = func(ctx context.Context, msgs []outbox.Message) error { return sqlTx(ctx, db, ob, msgs) }
 	return e
 }
@@ -88,14 +84,12 @@ func newMySQL(t *testing.T) *env {
 	}
 	e := &env{t: t, db: []string{"--database-url", "mysql://root@127.0.0.1:3306/" + name}}
 	e.migrate()
-	d, err := mysql.NewDriver(nil)
+	d, err := mysql.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ob := outbox.New(d, nil)
-	if e.store, err = mysql.New(db, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.store = d.Store()
 	e.enqueueTx = func(ctx context.Context, msgs []outbox.Message) error { return sqlTx(ctx, db, ob, msgs) }
 	return e
 }

@@ -16,7 +16,7 @@
 //     it. Publish first, mark after: a relay that dies in between makes a
 //     duplicate, never a loss.
 //  3. The stock service consumes OrderConfirmed (subscribers/nats) through
-//     its inbox (inbox/sqliteinbox). Stock.OnOrderConfirmed runs once per
+//     its inbox (sqlite.DB.Inbox). Stock.OnOrderConfirmed runs once per
 //     event ID, in the transaction that records the ID: it reserves stock
 //     and records StockReserved in the stock service's own outbox — the
 //     effect, the dedup record and the next event commit together.
@@ -51,10 +51,10 @@
 //   - services.go: the two services — the business code a user writes:
 //     Orders.Confirm (outbox.Enqueue in the business transaction), the two
 //     inbox handlers (Stock.OnOrderConfirmed chains the next event).
-//   - plumbing.go: the wiring — SQLite files (stores/sqlite.Open, the
-//     outbox store, the inbox driver, migrations), the streams, the relays
-//     (relay.New over stores/sqlite and publishers/nats), the subscribers
-//     (subscribers/nats over the inbox). The constants there are tuned for
+//   - plumbing.go: the wiring — SQLite files (sqlite.Open, one sqlite.DB
+//     each for enqueue, the relay's store and the inbox, migrations), the
+//     streams, the relays (relay.New over the sqlite store and a nats
+//     publisher), the subscribers (nats.NewSubscriber over the inbox). The constants there are tuned for
 //     a demo of seconds; their comments give production's defaults.
 //   - saga.go: Run, the script — the outage, the crash, the pacing.
 //   - progress.go and verify.go: the progress lines, the wait for the saga

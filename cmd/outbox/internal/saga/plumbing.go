@@ -19,7 +19,6 @@ import (
 	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/sqlite"
-	"github.com/outboxgo/outbox/sqlite/sqliteinbox"
 )
 
 // The broker's names: one stream carries both services' events, another
@@ -73,25 +72,17 @@ func openService(ctx context.Context, dir, name, schema string, clock outbox.Clo
 		if _, err := db.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("%s schema: %w", name, err)
 		}
-		if s.store, err = sqlite.New(db, &sqlite.Config{ClaimTimeout: claimTimeout}); err != nil {
-			return err
-		}
-		if err := s.store.Migrate(ctx); err != nil {
-			return err
-		}
-		drv, err := sqlite.NewDriver(nil)
+		// One object per database: enqueue, the relay's store, the inbox.
+		d, err := sqlite.New(db, &sqlite.Config{ClaimTimeout: claimTimeout, Clock: clock})
 		if err != nil {
 			return err
 		}
-		s.ob = outbox.New(drv, &outbox.Config{Clock: clock})
-		idrv, err := sqliteinbox.New(db, nil)
-		if err != nil {
+		if err := d.Migrate(ctx); err != nil { // the outbox and the inbox tables
 			return err
 		}
-		if err := idrv.Migrate(ctx); err != nil {
-			return err
-		}
-		s.in = inbox.New(idrv, &inbox.Config{Clock: clock})
+		s.store = d.Store()
+		s.ob = outbox.New(d, &outbox.Config{Clock: clock})
+		s.in = inbox.New(d.Inbox(), &inbox.Config{Clock: clock})
 		return nil
 	}()
 	if err != nil {
@@ -152,10 +143,11 @@ func (rs *relays) start(ctx context.Context, svc *service, hook func(*relayProc,
 	name := fmt.Sprintf("%s-relay-%d", svc.name, rs.seq[svc.name])
 	rs.mu.Unlock()
 
-	store, err := sqlite.New(svc.db, &sqlite.Config{ClaimTimeout: claimTimeout})
+	d, err := sqlite.New(svc.db, &sqlite.Config{ClaimTimeout: claimTimeout})
 	if err != nil {
 		return nil, err
 	}
+	store := d.Store()
 	pub, err := natspub.New(natspub.Config{
 		URL: rs.url, Name: name, SubjectPrefix: subjectPrefix,
 		ReconnectWait: 50 * time.Millisecond,
