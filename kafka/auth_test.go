@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/outboxgo/outbox"
-	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/kafka"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -32,14 +32,14 @@ func aclCluster(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
-func publishOne(t *testing.T, p *kafkapub.Publisher) error {
+func publishOne(t *testing.T, p *kafka.Publisher) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: "t", Payload: []byte("x")}})[0]
 }
 
-func checkPub(t *testing.T, p *kafkapub.Publisher) error {
+func checkPub(t *testing.T, p *kafka.Publisher) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -53,7 +53,7 @@ func TestAuthorizationFailedIsMisconfigured(t *testing.T) {
 	b := aclCluster(t)
 	for user, want := range map[string]string{"noacl": "TOPIC_AUTHORIZATION_FAILED", "reader": "CLUSTER_AUTHORIZATION_FAILED"} {
 		t.Run(user, func(t *testing.T) {
-			p := newPublisher(t, kafkapub.Config{Brokers: b, Options: []kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: "pw"}.AsMechanism())}})
+			p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, ClientOptions: []kgo.Opt{kgo.SASL(plain.Auth{User: user, Pass: "pw"}.AsMechanism())}})
 			defer p.Close()
 			if err := checkPub(t, p); err != nil {
 				t.Fatalf("Check: %v", err)
@@ -64,7 +64,7 @@ func TestAuthorizationFailedIsMisconfigured(t *testing.T) {
 			}
 		})
 	}
-	p := newPublisher(t, kafkapub.Config{Brokers: b, Options: []kgo.Opt{kgo.SASL(plain.Auth{User: "admin", Pass: "pw"}.AsMechanism())}})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, ClientOptions: []kgo.Opt{kgo.SASL(plain.Auth{User: "admin", Pass: "pw"}.AsMechanism())}})
 	defer p.Close()
 	if err := publishOne(t, p); err != nil {
 		t.Fatalf("the superuser: %v", err)
@@ -75,7 +75,7 @@ func TestAuthorizationFailedIsMisconfigured(t *testing.T) {
 // Misconfigured, at once.
 func TestCheckWithoutSASLIsMisconfigured(t *testing.T) {
 	b := aclCluster(t)
-	p := newPublisher(t, kafkapub.Config{Brokers: b})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b})
 	defer p.Close()
 	if err := checkPub(t, p); !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) {
 		t.Fatalf("Check: got %v, want Misconfigured", err)
@@ -86,7 +86,7 @@ func TestCheckWithoutSASLIsMisconfigured(t *testing.T) {
 func TestCheckUnavailable(t *testing.T) {
 	f := startKfake(t)
 	addrs := f.addrs()
-	p := newPublisher(t, kafkapub.Config{Brokers: addrs, DialTimeout: 200 * time.Millisecond})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: addrs, DialTimeout: 200 * time.Millisecond})
 	defer p.Close()
 	if err := checkPub(t, p); err != nil {
 		t.Fatalf("Check with the broker up: %v", err)
@@ -107,10 +107,11 @@ func TestCheckUnavailable(t *testing.T) {
 // publisher.
 func TestRefusedHidesPassword(t *testing.T) {
 	b := aclCluster(t)
-	p, err := kafkapub.NewFromURL("kafka://admin:s3cr3t-pw@" + b[0])
+	cfg, err := kafka.ConfigFromURL("kafka://admin:s3cr3t-pw@" + b[0])
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := newPublisher(t, cfg)
 	defer p.Close()
 	for _, err := range []error{checkPub(t, p), publishOne(t, p)} {
 		if !publishers.IsMisconfigured(err) || strings.Contains(err.Error(), "s3cr3t") {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/kafka"
 )
 
 // BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to a
@@ -19,7 +19,7 @@ func BenchmarkPublish(b *testing.B) {
 	brk := brokers(b)
 	prefix := newTopicName(b) + "."
 	createTopic(b, brk, prefix+"bench")
-	pub := newPublisher(b, kafkapub.Config{Brokers: brk, TopicPrefix: prefix})
+	pub := newPublisher(b, &kafka.PublisherConfig{Brokers: brk, TopicPrefix: prefix})
 	b.Cleanup(func() { _ = pub.Close() })
 	payload := bytes.Repeat([]byte("x"), 200)
 	msgs := make([]outbox.Message, batch)

@@ -10,28 +10,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxgo/outbox/inbox"
-	kafkapub "github.com/outboxgo/outbox/kafka"
-)
-
-// Headers the subscriber adds to a dead-lettered record, besides the
-// original's.
-const (
-	// HeaderError is the error that made the record dead.
-	HeaderError = "Outbox-Error"
-	// HeaderDeliveries is how many times it was handled.
-	HeaderDeliveries = "Outbox-Deliveries"
-	// HeaderTopic, HeaderPartition and HeaderOffset locate the original.
-	HeaderTopic     = "Outbox-Topic"
-	HeaderPartition = "Outbox-Partition"
-	HeaderOffset    = "Outbox-Offset"
-	// HeaderGroup is the consumer group that gave up on it.
-	HeaderGroup = "Outbox-Group"
 )
 
 // maxErrorHeader bounds HeaderError's length.
 const maxErrorHeader = 4096
 
-// Decode turns a record produced by publishers/kafka into an
+// Decode turns a record produced by a Publisher into an
 // inbox.Message: the ID from the Outbox-Id header (a UUID), the topic from
 // the record's topic less topicPrefix, Key from the record key, Type and
 // CreatedAt from the Outbox-Type and Outbox-Created-At headers, and the
@@ -43,11 +27,11 @@ func Decode(r *kgo.Record, topicPrefix string, delivery int) (inbox.Message, err
 	var rawID string
 	for _, h := range r.Headers {
 		switch {
-		case strings.EqualFold(h.Key, kafkapub.HeaderID):
+		case strings.EqualFold(h.Key, HeaderID):
 			rawID = string(h.Value)
-		case strings.EqualFold(h.Key, kafkapub.HeaderType):
+		case strings.EqualFold(h.Key, HeaderType):
 			out.Type = string(h.Value)
-		case strings.EqualFold(h.Key, kafkapub.HeaderCreatedAt):
+		case strings.EqualFold(h.Key, HeaderCreatedAt):
 			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
 			if err != nil {
 				return out, fmt.Errorf("%w: %s %q: %w", inbox.ErrInvalidMessage, h.Key, h.Value, err)
@@ -61,11 +45,11 @@ func Decode(r *kgo.Record, topicPrefix string, delivery int) (inbox.Message, err
 		}
 	}
 	if rawID == "" {
-		return out, fmt.Errorf("%w: no %s header", inbox.ErrInvalidMessage, kafkapub.HeaderID)
+		return out, fmt.Errorf("%w: no %s header", inbox.ErrInvalidMessage, HeaderID)
 	}
 	id, err := uuid.Parse(rawID)
 	if err != nil {
-		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, kafkapub.HeaderID, rawID)
+		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, HeaderID, rawID)
 	}
 	out.ID = id
 	return out, nil

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxgo/outbox/inbox"
-	kafkasub "github.com/outboxgo/outbox/kafka/kafkasub"
+	"github.com/outboxgo/outbox/kafka"
 )
 
 func TestDecode(t *testing.T) {
@@ -20,7 +20,7 @@ func TestDecode(t *testing.T) {
 	}
 	r := &kgo.Record{Topic: "ev.orders", Key: []byte("k"), Value: []byte("p"),
 		Headers: h("Outbox-Id", id, "Outbox-Type", "T", "Outbox-Created-At", "2026-01-02T03:04:05.5Z", "a", "b")}
-	m, err := kafkasub.Decode(r, "ev.", 2)
+	m, err := kafka.Decode(r, "ev.", 2)
 	if err != nil || m.ID.String() != id || m.Topic != "orders" || m.Key != "k" || m.Type != "T" || string(m.Payload) != "p" ||
 		m.CreatedAt.Nanosecond() != 5e8 || len(m.Headers) != 1 || m.Headers["a"] != "b" || m.Delivery != 2 {
 		t.Fatalf("Decode = %+v, %v", m, err)
@@ -30,7 +30,7 @@ func TestDecode(t *testing.T) {
 		"bad id":      h("Outbox-Id", "nope"),
 		"bad created": h("Outbox-Id", id, "Outbox-Created-At", "yesterday"),
 	} {
-		if _, err := kafkasub.Decode(&kgo.Record{Headers: hs}, "", 1); !inbox.IsPermanent(err) {
+		if _, err := kafka.Decode(&kgo.Record{Headers: hs}, "", 1); !inbox.IsPermanent(err) {
 			t.Errorf("%s: Decode error %v, want a permanent one", name, err)
 		}
 	}

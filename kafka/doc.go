@@ -1,13 +1,32 @@
-// Package kafka publishes outbox messages to Apache Kafka (or any broker
-// speaking its protocol: Redpanda, WarpStream, …) with
-// github.com/twmb/franz-go.
+// Package kafka is the outbox's Apache Kafka backend (or any broker
+// speaking its protocol: Redpanda, WarpStream, …), on
+// github.com/twmb/franz-go: a Publisher the relay produces with, and a
+// Subscriber that feeds an inbox.Inbox from a consumer group.
+//
+//	// The relay's side.
+//	pub, err := kafka.NewPublisher(&kafka.PublisherConfig{
+//		Brokers: []string{"kafka:9092"}, TopicPrefix: "events.",
+//	})
+//
+//	// The consumer's side.
+//	sub, err := kafka.NewSubscriber(in, handle, &kafka.SubscriberConfig{
+//		Brokers: []string{"kafka:9092"},
+//		Topics:  []string{"events.orders"}, TopicPrefix: "events.",
+//		Group:   "billing", DeadLetterTopic: "billing.dead",
+//	})
+//	err = sub.Run(ctx)
+//
+// Importing the package registers the URL schemes kafka:// and
+// kafka+tls:// with package backend (see ConfigFromURL), so that the
+// outbox command and backend.OpenBroker can open a Publisher by URL.
 //
 // # Mapping
 //
 // A message becomes one record:
 //
-//   - topic: Config.Topic(topic) when set, else Config.TopicPrefix + topic
-//     (default prefix "": the Kafka topic is the outbox topic);
+//   - topic: PublisherConfig.Topic(topic) when set, else
+//     PublisherConfig.TopicPrefix + topic (default prefix "": the Kafka
+//     topic is the outbox topic);
 //   - key: Message.Key (nil when empty, so unkeyed records are spread over
 //     the partitions); the default partitioner hashes keys like the Java
 //     client (murmur2), so one key always lands in one partition;
@@ -23,44 +42,43 @@
 //     may delete at once and log.message.timestamp.before.max.ms may
 //     refuse. CreatedAt travels in HeaderCreatedAt.
 //
-// # Delivery
+// Key and Type travel as bytes (the record key, the Outbox-Type header's
+// value), so they arrive byte for byte as they were enqueued, whatever
+// they hold: no encoding is needed. The Subscriber turns a record back
+// into an inbox.Message the same way (Decode).
+//
+// # Publishing
 //
 // The producer is idempotent and waits for acknowledgement from all
 // in-sync replicas (acks=all). Publish hands every record of a batch to the
 // client at once and then waits for all their callbacks or for the
 // context: the batch is pipelined. The idempotent producer stores the
 // records of one partition in the order they were produced, even when it
-// retries, so Capabilities reports OrderedRetries. Kafka has no broker-side
-// dedup by an application ID (the idempotent producer only drops its own
-// retries), so Capabilities reports Dedup false: consumers deduplicate by
-// the Outbox-Id header (the inbox).
+// retries, so a key's order survives the pipelining. Kafka has no
+// broker-side dedup by an application ID (the idempotent producer only
+// drops its own retries): consumers deduplicate by the Outbox-Id header
+// (the inbox, which the Subscriber feeds).
 //
 // When a Publish call's context ends first, the records it could not wait
 // for are reported as unavailable; the client may still deliver them (the
 // relay will publish them again: a duplicate, never a loss).
 //
-// Key and Type travel as bytes (the record key, the Outbox-Type header's
-// value), so they arrive byte for byte as they were enqueued, whatever
-// they hold: no encoding is needed.
-//
-// # Errors
-//
-// New does not talk to the brokers (franz-go connects lazily). Check
-// (publishers.Checker) sends a metadata request for no topic, which proves
-// that a broker answers and accepts the credentials: it fails classified
-// publishers.Misconfigured when the brokers refuse the SASL credentials or
-// mechanism (SASL_AUTHENTICATION_FAILED, or a broker that hangs up in
-// answer to them), or hang up on the first request (they want SASL or TLS
-// the configuration does not give); classified publishers.Unavailable
-// when no broker answers before the context ends.
+// NewPublisher does not talk to the brokers (franz-go connects lazily).
+// Check (publishers.Checker) sends a metadata request for no topic, which
+// proves that a broker answers and accepts the credentials: it fails
+// classified publishers.Misconfigured when the brokers refuse the SASL
+// credentials or mechanism (SASL_AUTHENTICATION_FAILED, or a broker that
+// hangs up in answer to them), or hang up on the first request (they want
+// SASL or TLS the configuration does not give); classified
+// publishers.Unavailable when no broker answers before the context ends.
 //
 // Publish returns one error per message, classified for the relay:
 //
-//   - publishers.Permanent: the record is larger than Config.MaxRecordBytes
-//     or the broker's max.message.bytes (kerr.MessageTooLarge,
-//     kerr.RecordListTooLarge), the broker refuses it as invalid
-//     (kerr.InvalidRecord, kerr.CorruptMessage: a keyless record on a
-//     compacted topic, say), or the topic name is invalid
+//   - publishers.Permanent: the record is larger than
+//     PublisherConfig.MaxRecordBytes or the broker's max.message.bytes
+//     (kerr.MessageTooLarge, kerr.RecordListTooLarge), the broker refuses
+//     it as invalid (kerr.InvalidRecord, kerr.CorruptMessage: a keyless
+//     record on a compacted topic, say), or the topic name is invalid
 //     (kerr.InvalidTopicException).
 //   - publishers.Misconfigured: the brokers refuse the client: its SASL
 //     credentials (noticed at once: the records waiting for a connection
@@ -69,37 +87,84 @@
 //     GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 //   - publishers.Unavailable: the publisher is closed, the context ended,
 //     the brokers cannot be reached, the record timed out
-//     (Config.DeliveryTimeout), the topic does not exist
+//     (PublisherConfig.DeliveryTimeout), the topic does not exist
 //     (kerr.UnknownTopicOrPartition), or any error Kafka calls retriable
 //     (not leader, not enough replicas, …).
 //   - anything else (policy violation, …) is left unmarked: the relay
 //     retries the message and counts the attempt.
 //
 // The refusals of the SASL credentials are seen through the client's
-// logger and hooks, which the publisher installs: a kgo.WithLogger in
-// Config.Options replaces its logger, and such refusals then show as the
-// context ending (Unavailable).
+// logger and hooks, which the publisher (and the subscriber) installs: a
+// kgo.WithLogger in ClientOptions replaces its logger, and such refusals
+// then show as the context ending (Unavailable; for Subscriber.Start, as
+// its context ending).
 //
 // A caveat: the broker refuses a whole produce batch when it is larger than
 // the topic's max.message.bytes, failing every record in it as too large.
-// Keep Config.MaxRecordBytes (the client's batch limit, default 1,000,012
-// like the broker's default) at or below the topics' max.message.bytes so
-// that the client, which checks one record at a time, refuses an oversize
-// record alone.
+// Keep PublisherConfig.MaxRecordBytes (the client's batch limit, default
+// 1,000,012 like the broker's default) at or below the topics'
+// max.message.bytes so that the client, which checks one record at a time,
+// refuses an oversize record alone.
+//
+// # Subscribing
+//
+// The Subscriber polls with auto-commit off. Each record runs through
+// Inbox.Handle: the handler's effect and the record's inbox record commit
+// in one transaction, and only then is the record's offset committed. A
+// duplicate — a record whose Outbox-Id the inbox holds already — is
+// committed without running the handler. A crash between the transaction
+// and the offset commit makes the group read the record again: a duplicate,
+// which the inbox drops.
+//
+// Records of one partition are handled in order, one at a time; the
+// partitions of a polled batch are handled in parallel. So
+// SubscriberConfig.Options.Concurrency is ignored: the parallelism is the
+// number of partitions a member is assigned; to handle more at once, give
+// the topics more partitions and the group more members. The next poll
+// waits for the whole batch, and the group may not rebalance meanwhile
+// (BlockRebalanceOnPoll), so a partition never moves while one of its
+// records is being handled.
+//
+// Kafka has no per-record negative acknowledgement: a partition is a log,
+// and its committed offset says how far it has been handled. A failed
+// record is therefore retried in place, after a backoff (Options.Backoff,
+// doubling), up to Options.MaxDeliveries times; then — or at once for an
+// error marked inbox.Permanent or a record without a usable Outbox-Id — it
+// is produced to SubscriberConfig.DeadLetterTopic with its key, value and
+// headers and the Outbox-Error, Outbox-Deliveries, Outbox-Topic,
+// Outbox-Partition, Outbox-Offset and Outbox-Group headers, and its offset
+// committed. While a record is retried the rest of its partition waits
+// behind it: a failing record delays every later record of its partition
+// by up to the sum of its backoffs. A dead-letter produce that fails is
+// tried again until it succeeds, holding the partition. Keep
+// MaxDeliveries × Backoff.Max well below the group's rebalance timeout, or
+// a member that is slow to rejoin is removed from the group; its records
+// are read again by their new owner and dropped by the inbox.
+//
+// The delivery count is kept in memory: a record read again after a
+// restart or a rebalance starts again at 1. Settlements (Options.Hooks)
+// name the record's Kafka topic as their Source; the subscriber's log lines
+// give its partition and offset.
+//
+// Start pings the brokers with the client's credentials and fails at once,
+// with the refusal in its error, when they refuse them
+// (SASL_AUTHENTICATION_FAILED, or a broker that hangs up in answer to the
+// SASL credentials), or hang up on the first request (they want SASL or
+// TLS the configuration does not give). The client's warnings and errors
+// go to Options.Logger.
+//
+// Stop stops polling, lets the records being handled finish and commits
+// their offsets, and leaves the group. Records polled but not started, and
+// a record waiting for a retry, are left uncommitted, for the partition's
+// next owner. A Stop whose context ends cancels the handlers; their
+// records are released (subscribers.ActionRelease), uncommitted, never
+// dead-lettered.
 //
 // # URLs
 //
-// NewFromURL takes kafka://[user:password@]host:port[,host:port…][?params]
-// with the query parameters:
-//
-//   - topic_prefix: Config.TopicPrefix;
-//   - client_id: Config.ClientID;
-//   - delivery_timeout: Config.DeliveryTimeout (a Go duration, "30s");
-//   - max_record_bytes: Config.MaxRecordBytes;
-//   - tls: "true" to connect with TLS (system roots);
-//   - sasl: "plain" (default when the URL has a user), "scram-sha-256" or
-//     "scram-sha-512".
-//
-// The scheme kafka+tls:// is kafka:// with tls=true. Passwords never
-// appear in errors or logs.
+// ConfigFromURL (and backend.OpenBroker, through the registered schemes)
+// takes kafka://[user:password@]host:port[,host:port…][?params]: every
+// PublisherConfig setting but Topic and Logger is a query parameter, and
+// an unknown parameter is an error naming it. Passwords never appear in
+// errors or logs.
 package kafka

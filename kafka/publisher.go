@@ -16,21 +16,10 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 )
 
-// Headers the publisher sets on every record, besides the message's own.
-const (
-	// HeaderID carries the event ID, the consumer's dedup key.
-	HeaderID = "Outbox-Id"
-	// HeaderType carries Message.Type, when not empty.
-	HeaderType = "Outbox-Type"
-	// HeaderCreatedAt carries Message.CreatedAt in RFC 3339 with
-	// nanoseconds, when not zero.
-	HeaderCreatedAt = "Outbox-Created-At"
-)
-
 // Publisher publishes outbox messages to Kafka. It is safe for concurrent
 // use.
 type Publisher struct {
-	cfg Config
+	cfg PublisherConfig
 	cl  *kgo.Client
 	ref *refusals
 
@@ -44,20 +33,25 @@ var (
 	_ publishers.Checker   = (*Publisher)(nil)
 )
 
-// New returns a Publisher producing to cfg.Brokers. It does not wait for a
-// broker to answer: franz-go connects lazily, so New succeeds while Kafka
-// is down and the first Publish calls fail as unavailable until it is up.
-func New(cfg Config) (*Publisher, error) {
-	cfg = cfg.WithDefaults()
+// NewPublisher returns a Publisher producing to cfg.Brokers; a nil cfg
+// means every default. It does not wait for a broker to answer: franz-go
+// connects lazily, so NewPublisher succeeds while Kafka is down and the
+// first Publish calls fail as unavailable until it is up (Check says at
+// once).
+func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
+	if cfg == nil {
+		cfg = &PublisherConfig{}
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ref := newRefusals()
-	cl, err := kgo.NewClient(cfg.clientOptions(ref)...)
+	c := cfg.WithDefaults()
+	ref := newRefusals(true)
+	cl, err := kgo.NewClient(c.clientOptions(ref)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
 	}
-	return &Publisher{cfg: cfg, cl: cl, ref: ref, done: make(chan struct{})}, nil
+	return &Publisher{cfg: c, cl: cl, ref: ref, done: make(chan struct{})}, nil
 }
 
 // Check asks a broker for the cluster's metadata, which proves that the
@@ -111,12 +105,6 @@ func (p *Publisher) Check(ctx context.Context) error {
 
 // Client returns the franz-go client the Publisher produces with.
 func (p *Publisher) Client() *kgo.Client { return p.cl }
-
-// Capabilities: the idempotent producer keeps the records of a partition
-// in produce order through retries; Kafka drops no re-sent event ID.
-func (p *Publisher) Capabilities() publishers.Capabilities {
-	return publishers.Capabilities{OrderedRetries: true, Dedup: false}
-}
 
 // topic maps an outbox topic to a Kafka topic.
 func (p *Publisher) topic(topic string) string {

@@ -1,23 +1,23 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Config configures a Publisher. The zero value produces to a broker at
-// 127.0.0.1:9092, to the topic named by each message's topic.
-type Config struct {
+// PublisherConfig configures a Publisher. Zero means the default, for
+// every field: the zero value (or a nil *PublisherConfig) produces to a
+// broker at 127.0.0.1:9092, to the topic named by each message's topic.
+type PublisherConfig struct {
 	// Brokers are the seed brokers, "host:port". Default
-	// ["127.0.0.1:9092"].
+	// [DefaultBroker] ("127.0.0.1:9092").
 	Brokers []string
-	// ClientID is the client ID the brokers see. Default "outbox".
+	// ClientID is the client ID the brokers see. Default DefaultClientID
+	// ("outbox").
 	ClientID string
 
 	// TopicPrefix, when set, puts every message on the Kafka topic
@@ -30,29 +30,33 @@ type Config struct {
 	// MaxRecordBytes is the largest produce batch the client builds, and
 	// so the largest record it sends (kgo.ProducerBatchMaxBytes); a larger
 	// record fails as permanent without being sent. Keep it at or below
-	// the topics' max.message.bytes. Default 1,000,012 (Kafka's default).
+	// the topics' max.message.bytes. Default DefaultMaxRecordBytes
+	// (1,000,012, Kafka's default).
 	MaxRecordBytes int
 	// DeliveryTimeout is how long a record may wait for its
 	// acknowledgement (kgo.RecordDeliveryTimeout), whatever the context
-	// says; past it the record fails as unavailable. Default 30s.
+	// says; past it the record fails as unavailable. Default
+	// DefaultDeliveryTimeout (30 s).
 	DeliveryTimeout time.Duration
-	// DialTimeout bounds each connection attempt. Default 5s.
+	// DialTimeout bounds each connection attempt. Default
+	// DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
-	// Options are extra franz-go options (TLS, SASL, linger, …), applied
-	// after the publisher's own so they may override them — except acks,
-	// which stay acks=all. They must not disable idempotent writes
-	// (kgo.DisableIdempotentWrite): ordered retries rest on them. A
+	// ClientOptions are extra franz-go options (TLS, SASL, linger, …),
+	// applied after the publisher's own so they may override them —
+	// except acks, which stay acks=all. They must not disable idempotent
+	// writes (kgo.DisableIdempotentWrite): ordered retries rest on them. A
 	// kgo.WithLogger here replaces the publisher's logger, through which
 	// it notices the brokers refusing the SASL credentials. Default none.
-	Options []kgo.Opt
+	ClientOptions []kgo.Opt
 
 	// Logger receives the client's warnings and errors. Default: a logger
 	// that discards everything.
 	Logger *slog.Logger
 }
 
-// Defaults of Config.
+// Defaults of PublisherConfig (DefaultBroker and DefaultClientID are
+// SubscriberConfig's too).
 const (
 	DefaultBroker          = "127.0.0.1:9092"
 	DefaultClientID        = "outbox"
@@ -61,34 +65,42 @@ const (
 	DefaultDialTimeout     = 5 * time.Second
 )
 
-// WithDefaults returns a copy of c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	if len(c.Brokers) == 0 {
-		c.Brokers = []string{DefaultBroker}
+// WithDefaults returns a copy of c (which may be nil) with every zero
+// field set to its default.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
 	}
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
+	if len(out.Brokers) == 0 {
+		out.Brokers = []string{DefaultBroker}
 	}
-	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
+	if out.ClientID == "" {
+		out.ClientID = DefaultClientID
 	}
-	if c.DeliveryTimeout == 0 {
-		c.DeliveryTimeout = DefaultDeliveryTimeout
+	if out.MaxRecordBytes == 0 {
+		out.MaxRecordBytes = DefaultMaxRecordBytes
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
+	if out.DeliveryTimeout == 0 {
+		out.DeliveryTimeout = DefaultDeliveryTimeout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if out.DialTimeout == 0 {
+		out.DialTimeout = DefaultDialTimeout
 	}
-	return c
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
 }
 
-func (c Config) validate() error {
+// validate reports the fields no publisher can run with, each by name:
+// an empty broker address, a negative (or too large) MaxRecordBytes, a
+// negative timeout.
+func (c *PublisherConfig) validate() error {
 	var errs []error
 	for _, b := range c.Brokers {
 		if b == "" {
-			errs = append(errs, errors.New("empty broker address"))
+			errs = append(errs, errors.New("Brokers: empty broker address"))
 		}
 	}
 	if c.MaxRecordBytes < 0 || int64(c.MaxRecordBytes) > 1<<31-1 {
@@ -108,40 +120,17 @@ func (c Config) validate() error {
 
 // clientOptions are the franz-go options of a publisher of c, whose
 // logger reports refusals to ref.
-func (c Config) clientOptions(ref *refusals) []kgo.Opt {
+func (c *PublisherConfig) clientOptions(ref *refusals) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(c.ClientID),
 		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
 		kgo.DialTimeout(c.DialTimeout),
-		kgo.WithLogger(&logger{l: c.Logger, ref: ref}),
+		kgo.WithLogger(&logger{l: c.Logger, ref: ref, prefix: "kafka publisher: "}),
 		kgo.WithHooks(saslHook{ref}),
 	}
-	opts = append(opts, c.Options...)
-	// What the guarantees rest on comes last, so Options cannot undo it.
+	opts = append(opts, c.ClientOptions...)
+	// What the guarantees rest on comes last, so ClientOptions cannot undo it.
 	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
-}
-
-// logger adapts slog to kgo.Logger, warnings and errors only, and
-// reports the brokers' refusals of the client to ref.
-type logger struct {
-	l   *slog.Logger
-	ref *refusals
-}
-
-func (g *logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (g *logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lv := slog.LevelWarn
-	if level == kgo.LogLevelError {
-		lv = slog.LevelError
-	}
-	for i := 1; i < len(keyvals); i += 2 {
-		if err, ok := keyvals[i].(error); ok {
-			g.ref.report(err)
-			keyvals[i] = redactText(err.Error())
-		}
-	}
-	g.l.Log(context.Background(), lv, "kafka publisher: "+msg, keyvals...)
 }

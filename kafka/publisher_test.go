@@ -8,28 +8,29 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
-	kafkapub "github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/kafka"
 	"github.com/outboxgo/outbox/publishers"
 )
 
 func TestConfigFromURL(t *testing.T) {
-	cfg, err := kafkapub.ConfigFromURL("kafka://b1:9092,b2?topic_prefix=app.&client_id=relay&delivery_timeout=5s&max_record_bytes=1000")
+	cfg, err := kafka.ConfigFromURL("kafka://b1:9092,b2?topic_prefix=app.&client_id=relay&delivery_timeout=5s&max_record_bytes=1000&dial_timeout=3s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(cfg.Brokers, ","); got != "b1:9092,b2:9092" {
 		t.Errorf("brokers %q", got)
 	}
-	if cfg.TopicPrefix != "app." || cfg.ClientID != "relay" || cfg.DeliveryTimeout != 5*time.Second || cfg.MaxRecordBytes != 1000 {
+	if cfg.TopicPrefix != "app." || cfg.ClientID != "relay" || cfg.DeliveryTimeout != 5*time.Second || cfg.MaxRecordBytes != 1000 ||
+		cfg.DialTimeout != 3*time.Second || len(cfg.ClientOptions) != 0 {
 		t.Errorf("cfg %+v", cfg)
 	}
-	if _, err := kafkapub.ConfigFromURL("kafka://bob:s3cret@b1:9092?sasl=scram-sha-512&tls=true"); err != nil {
-		t.Errorf("sasl: %v", err)
+	if cfg, err := kafka.ConfigFromURL("kafka://bob:s3cret@b1:9092?sasl=scram-sha-512&tls=true"); err != nil || len(cfg.ClientOptions) != 2 {
+		t.Errorf("sasl and TLS: %v, %d client options", err, len(cfg.ClientOptions))
 	}
 	for _, bad := range []string{
 		"amqp://b1", "kafka://", "kafka://bob:s3cret@b1?nope=1", "kafka://bob:s3cret@b1?sasl=gssapi", "kafka://b1?delivery_timeout=x",
 	} {
-		_, err := kafkapub.ConfigFromURL(bad)
+		_, err := kafka.ConfigFromURL(bad)
 		if err == nil {
 			t.Errorf("%s: no error", bad)
 			continue
@@ -41,9 +42,25 @@ func TestConfigFromURL(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	if _, err := kafkapub.New(kafkapub.Config{DeliveryTimeout: -1}); err == nil {
+	if _, err := kafka.NewPublisher(&kafka.PublisherConfig{DeliveryTimeout: -1}); err == nil {
 		t.Error("negative DeliveryTimeout accepted")
 	}
+	for field, c := range map[string]*kafka.PublisherConfig{
+		"DeliveryTimeout": {DeliveryTimeout: -1},
+		"DialTimeout":     {DialTimeout: -time.Second},
+		"MaxRecordBytes":  {MaxRecordBytes: -1},
+		"Brokers":         {Brokers: []string{"b1:9092", ""}},
+	} {
+		if _, err := kafka.NewPublisher(c); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: NewPublisher = %v, want an error naming it", field, err)
+		}
+	}
+	// nil is every default.
+	p, err := kafka.NewPublisher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close()
 }
 
 // TestUnknownTopicIsUnavailable: a topic that does not exist (and is not
@@ -52,7 +69,7 @@ func TestUnknownTopicIsUnavailable(t *testing.T) {
 	if realBrokers() != nil {
 		t.Skip("the real Kafka may create topics automatically")
 	}
-	p := newPublisher(t, kafkapub.Config{Brokers: brokers(t), TopicPrefix: newTopicName(t) + "."})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: brokers(t), TopicPrefix: newTopicName(t) + "."})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -67,7 +84,7 @@ func TestBrokerDownIsUnavailable(t *testing.T) {
 	f := startKfake(t)
 	addrs := f.addrs()
 	f.stop(t)
-	p := newPublisher(t, kafkapub.Config{Brokers: addrs, DialTimeout: 200 * time.Millisecond})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: addrs, DialTimeout: 200 * time.Millisecond})
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

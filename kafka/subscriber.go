@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/consumer"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Subscriber consumes Kafka topics through a consumer group into an inbox.
@@ -18,7 +19,7 @@ import (
 type Subscriber[TTx any] struct {
 	in  *inbox.Inbox[TTx]
 	h   inbox.Handler[TTx]
-	cfg Config
+	cfg SubscriberConfig
 	log *slog.Logger
 
 	lc      *consumer.Lifecycle // Done: the poll loop has returned and the client is closed
@@ -27,21 +28,29 @@ type Subscriber[TTx any] struct {
 	ref     *refusals
 }
 
-// New returns a Subscriber that handles the records of cfg.Topics with h
-// through in. It does not connect until Start.
-func New[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subscriber[TTx], error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+var _ subscribers.Subscriber = (*Subscriber[any])(nil)
+
+// NewSubscriber returns a Subscriber that handles the records of
+// cfg.Topics with h through in. It does not connect until Start. cfg is
+// required (Topics, Group and DeadLetterTopic have no default); what
+// SubscriberConfig.Validate reports is refused.
+func NewSubscriber[TTx any](in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg *SubscriberConfig) (*Subscriber[TTx], error) {
+	if cfg == nil {
+		cfg = &SubscriberConfig{}
+	}
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if in == nil || h == nil {
 		return nil, errors.New("kafka subscriber: nil inbox or handler")
 	}
-	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: cfg, log: cfg.Logger.With("group", cfg.Group),
-		lc: consumer.NewLifecycle("kafka subscriber"), ref: newRefusals()}, nil
+	c := cfg.WithDefaults()
+	return &Subscriber[TTx]{in: in, h: consumer.Safe(h), cfg: c, log: c.Logger.With("group", c.Group),
+		lc: consumer.NewLifecycle("kafka subscriber"), ref: newRefusals(false)}, nil
 }
 
-// ClientOptions are the options Start creates its client with.
+// ClientOptions are the options Start creates its client with: the
+// subscriber's own, then SubscriberConfig.ClientOptions.
 func (s *Subscriber[TTx]) ClientOptions() []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
@@ -53,10 +62,10 @@ func (s *Subscriber[TTx]) ClientOptions() []kgo.Opt {
 		// A batch is settled before the group may rebalance, so a
 		// partition does not move while one of its records is handled.
 		kgo.BlockRebalanceOnPoll(),
-		kgo.WithLogger(&logger{l: s.log, ref: s.ref}),
-		kgo.WithHooks(s.ref),
+		kgo.WithLogger(&logger{l: s.log, ref: s.ref, prefix: "kafka subscriber: "}),
+		kgo.WithHooks(saslHook{s.ref}),
 	}
-	return append(opts, s.cfg.Options...)
+	return append(opts, s.cfg.ClientOptions...)
 }
 
 // Start creates the client, checks that a broker answers and accepts the
@@ -89,14 +98,17 @@ func (s *Subscriber[TTx]) ping(ctx context.Context, cl *kgo.Client) error {
 	refused := s.ref.wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- cl.Ping(ctx) }()
 	var err error
+	got := make(chan struct{})
+	go func() {
+		defer close(got)
+		err = cl.Ping(ctx)
+	}()
 	select {
-	case err = <-done:
+	case <-got:
 	case <-refused:
 		cancel()
-		<-done
+		<-got
 		return fmt.Errorf("kafka subscriber: the brokers refused the client: %w", s.ref.err())
 	}
 	if err == nil {
@@ -119,7 +131,7 @@ func (s *Subscriber[TTx]) Stop(ctx context.Context) error {
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
-// handlers Config.ShutdownTimeout.
+// handlers SubscriberConfig.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
 	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
@@ -166,36 +178,36 @@ func (s *Subscriber[TTx]) poll(ctx context.Context) {
 func (s *Subscriber[TTx]) record(r *kgo.Record) bool {
 	ctx := s.lc.Context()
 	for delivery := 1; ; delivery++ {
-		st := Settlement{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Delivery: delivery}
+		st := subscribers.Settlement{Source: r.Topic, Delivery: delivery}
 		msg, err := Decode(r, s.cfg.TopicPrefix, delivery)
 		st.Message = msg
 		// The delivery count never passes MaxDeliveries: no exhausted error.
 		res := consumer.Handle(ctx, s.in, s.h, msg, err, delivery, s.cfg.MaxDeliveries, nil)
 		st.Outcome, st.Err = res.Outcome, res.Err
-		switch res.Verdict {
-		case consumer.Ack:
+		switch res.Action {
+		case subscribers.ActionAck:
 			s.commit(r, &st)
 			s.settle(st)
 			return true
-		case consumer.Release: // a hard Stop cut the handler short
-			st.Action = ActionAbandon
+		case subscribers.ActionRelease: // a hard Stop cut the handler short
+			st.Action = subscribers.ActionRelease
 			s.settle(st)
 			return false
-		case consumer.DeadLetter:
+		case subscribers.ActionDeadLetter:
 			return s.deadLetter(r, &st, res.Err)
 		}
-		st.Action = ActionRetry
-		st.RetryDelay = s.cfg.Backoff.delay(delivery)
+		st.Action = subscribers.ActionRetry
+		st.Delay = s.cfg.Backoff.Delay(delivery)
 		s.log.Info("kafka subscriber: handler failed; retrying", "id", msg.ID, "topic", r.Topic, "partition", r.Partition,
-			"offset", r.Offset, "delivery", delivery, "delay", st.RetryDelay, "err", st.Err)
+			"offset", r.Offset, "delivery", delivery, "delay", st.Delay, "err", st.Err)
 		s.settle(st)
-		if !s.lc.Wait(st.RetryDelay) {
+		if !s.lc.Wait(st.Delay) {
 			return false
 		}
 	}
 }
 
-func (s *Subscriber[TTx]) settle(st Settlement) {
+func (s *Subscriber[TTx]) settle(st subscribers.Settlement) {
 	if s.cfg.Hooks.AfterSettle != nil {
 		s.cfg.Hooks.AfterSettle(st)
 	}
@@ -203,12 +215,12 @@ func (s *Subscriber[TTx]) settle(st Settlement) {
 
 // commit commits the offset past r. A failed commit (the partition moved
 // to another member) makes the next owner read r again: a duplicate.
-func (s *Subscriber[TTx]) commit(r *kgo.Record, st *Settlement) {
+func (s *Subscriber[TTx]) commit(r *kgo.Record, st *subscribers.Settlement) {
 	if s.cfg.Hooks.AfterCommit != nil && st.Action == 0 {
 		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
 	}
 	if st.Action == 0 {
-		st.Action = ActionCommit
+		st.Action = subscribers.ActionAck
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
 	defer cancel()
@@ -221,7 +233,7 @@ func (s *Subscriber[TTx]) commit(r *kgo.Record, st *Settlement) {
 // deadLetter produces r to the dead-letter topic and commits its offset.
 // A failed produce is tried again, with the backoff, until it succeeds or
 // Stop abandons the record (false).
-func (s *Subscriber[TTx]) deadLetter(r *kgo.Record, st *Settlement, cause error) bool {
+func (s *Subscriber[TTx]) deadLetter(r *kgo.Record, st *subscribers.Settlement, cause error) bool {
 	st.Err = cause
 	dl := deadLetterRecord(s.cfg.DeadLetterTopic, r, s.cfg.Group, st.Delivery, cause)
 	for attempt := 1; ; attempt++ {
@@ -232,14 +244,14 @@ func (s *Subscriber[TTx]) deadLetter(r *kgo.Record, st *Settlement, cause error)
 			break
 		}
 		s.log.Error("kafka subscriber: dead-letter produce failed; trying again", "id", st.Message.ID, "err", err)
-		if !s.lc.Wait(s.cfg.Backoff.delay(attempt)) {
-			st.Action = ActionAbandon
+		if !s.lc.Wait(s.cfg.Backoff.Delay(attempt)) {
+			st.Action = subscribers.ActionRelease
 			st.Err = fmt.Errorf("%w (and the dead-letter produce failed: %w)", cause, err)
 			s.settle(*st)
 			return false
 		}
 	}
-	st.Action = ActionDeadLetter
+	st.Action = subscribers.ActionDeadLetter
 	s.log.Warn("kafka subscriber: dead-lettered", "id", st.Message.ID, "topic", r.Topic, "partition", r.Partition,
 		"offset", r.Offset, "delivery", st.Delivery, "err", cause)
 	s.commit(r, st)

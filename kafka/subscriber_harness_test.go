@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,27 +15,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
-	"github.com/outboxgo/outbox/internal/testenv"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	kafkapub "github.com/outboxgo/outbox/kafka"
-	kafkasub "github.com/outboxgo/outbox/kafka/kafkasub"
+	"github.com/outboxgo/outbox/kafka"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-func TestConformance(t *testing.T) {
+func TestSubscriberConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
 		Setup: func(t *testing.T) subscribertest.Env {
 			if strings.Contains(t.Name(), "/Refused/") {
-				return saslEnv(t).env()
+				return subSaslEnv(t).env()
 			}
-			return newEnv(t, brokers(t)).env()
+			return newSubEnv(t, brokers(t)).env()
 		},
 		Outage: func(t *testing.T) subscribertest.Outage {
 			if os.Getenv("OUTBOX_TEST_KAFKA_BROKERS") != "" {
@@ -59,54 +51,48 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("kfake: %v", err)
 			}
 			t.Cleanup(c.Close)
-			return subscribertest.Outage{Env: newEnv(t, c.ListenAddrs()).env(), Cut: px.Cut, Restore: px.Restore}
+			return subscribertest.Outage{Env: newSubEnv(t, c.ListenAddrs()).env(), Cut: px.Cut, Restore: px.Restore}
 		},
 		Features: subscribertest.Features{OrderPerKey: true, HeldWhileDelivered: true},
 		Refusals: []subscribertest.Refusal{
-			saslRefusal("wrong password", saslUser, "wrong-password"),
-			saslRefusal("unknown user", "nobody", saslPassword),
+			subSaslRefusal("wrong password", saslUser, "wrong-password"),
+			subSaslRefusal("unknown user", "nobody", saslPassword),
 		},
 	})
 }
 
-// The SASL user of the refusals' kfake clusters.
-const (
-	saslUser     = "outbox"
-	saslPassword = "right-password"
-)
+// subSaslEnvs are the refusals' envs.
+var subSaslEnvs sync.Map // *testing.T → *subEnv
 
-// saslEnvs are the refusals' envs.
-var saslEnvs sync.Map // *testing.T → *env
-
-// saslEnv is an env on a kfake cluster of the test's own that requires
+// subSaslEnv is an env on a kfake cluster of the test's own that requires
 // SASL/PLAIN (saslUser, saslPassword).
-func saslEnv(t *testing.T) *env {
+func subSaslEnv(t *testing.T) *subEnv {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(partitions),
 		kfake.EnableSASL(), kfake.Superuser("PLAIN", saslUser, saslPassword))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(c.Close)
-	e := newEnv(t, c.ListenAddrs(), kgo.SASL(plain.Auth{User: saslUser, Pass: saslPassword}.AsMechanism()))
-	saslEnvs.Store(t, e)
-	t.Cleanup(func() { saslEnvs.Delete(t) })
+	e := newSubEnv(t, c.ListenAddrs(), kgo.SASL(plain.Auth{User: saslUser, Pass: saslPassword}.AsMechanism()))
+	subSaslEnvs.Store(t, e)
+	t.Cleanup(func() { subSaslEnvs.Delete(t) })
 	return e
 }
 
-// saslRefusal is a subscriber with the wrong credentials for the refusal's
+// subSaslRefusal is a subscriber with the wrong credentials for the refusal's
 // SASL cluster.
-func saslRefusal(name, user, pass string) subscribertest.Refusal {
+func subSaslRefusal(name, user, pass string) subscribertest.Refusal {
 	return subscribertest.Refusal{Name: name, New: func(t *testing.T, _ subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
-		v, ok := saslEnvs.Load(t)
+		v, ok := subSaslEnvs.Load(t)
 		if !ok {
 			t.Fatal("no cluster: Setup did not run for this refusal")
 		}
-		e := v.(*env)
+		e := v.(*subEnv)
 		cfg := e.config(c)
 		// Only the bad credentials (kgo.SASL appends mechanisms: the good
 		// ones of the env would be tried first).
-		cfg.Options = []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())}
-		sub, err := kafkasub.New(c.Inbox, c.Handler, cfg)
+		cfg.ClientOptions = []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond), kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())}
+		sub, err := kafka.NewSubscriber(c.Inbox, c.Handler, cfg)
 		if err != nil {
 			return nil, err // a nil *Subscriber is no nil Subscriber
 		}
@@ -114,45 +100,16 @@ func saslRefusal(name, user, pass string) subscribertest.Refusal {
 	}}
 }
 
-// advertised is a listener that gives another address (a proxy's) as its
-// own, which kfake advertises to clients.
-type advertised struct {
-	net.Listener
-	addr net.Addr
-}
-
-func (a advertised) Addr() net.Addr { return a.addr }
-
-const partitions = 3
-
-var seq atomic.Int64
-
-// brokers are a kfake cluster of the test's own, or
-// OUTBOX_TEST_KAFKA_BROKERS.
-func brokers(t testing.TB) []string {
-	if v := os.Getenv("OUTBOX_TEST_KAFKA_BROKERS"); v != "" {
-		b := strings.Split(v, ",")
-		testenv.RequireTCP(t, "Kafka (OUTBOX_TEST_KAFKA_BROKERS)", b[0])
-		return b
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(partitions))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
-
-// env is a topic and a dead-letter topic of the test's own.
-type env struct {
+// subEnv is a topic and a dead-letter topic of the test's own.
+type subEnv struct {
 	brokers []string
 	prefix  string
 	opts    []kgo.Opt // of every client (SASL)
 }
 
-func newEnv(t testing.TB, brokers []string, opts ...kgo.Opt) *env {
+func newSubEnv(t testing.TB, brokers []string, opts ...kgo.Opt) *subEnv {
 	t.Helper()
-	e := &env{brokers: brokers, prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), seq.Add(1)), opts: opts}
+	e := &subEnv{brokers: brokers, prefix: fmt.Sprintf("outbox-subtest-%d-%d.", os.Getpid(), topicSeq.Add(1)), opts: opts}
 	cl := e.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -172,11 +129,11 @@ func newEnv(t testing.TB, brokers []string, opts ...kgo.Opt) *env {
 	return e
 }
 
-func (e *env) topic() string     { return e.prefix + "orders" }
-func (e *env) deadTopic() string { return e.prefix + "dead" }
+func (e *subEnv) topic() string     { return e.prefix + "orders" }
+func (e *subEnv) deadTopic() string { return e.prefix + "dead" }
 
 // client is a plain client of the brokers, closed at cleanup.
-func (e *env) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+func (e *subEnv) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, e.opts...), opts...)...)
 	if err != nil {
@@ -186,39 +143,35 @@ func (e *env) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func (e *env) env() subscribertest.Env {
+func (e *subEnv) env() subscribertest.Env {
 	return subscribertest.Env{New: e.newSub, Publish: e.publish, PublishNoID: e.publishNoID, Held: e.lag,
 		DeadLetters: e.deadLetters, Source: e.topic(), Orphan: e.orphan}
 }
 
-// config is the subscriber config for c; Concurrency and RedeliverAfter
-// have no counterpart.
-func (e *env) config(c subscribertest.Config) kafkasub.Config {
-	cfg := kafkasub.Config{Brokers: e.brokers, Topics: []string{e.topic()}, TopicPrefix: e.prefix, Group: c.Group,
-		DeadLetterTopic: e.deadTopic(), MaxDeliveries: c.MaxDeliveries, Backoff: kafkasub.Backoff{Min: c.BackoffMin, Max: c.BackoffMax},
-		Options: append([]kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)}, e.opts...), Hooks: kafkasub.Hooks{AfterCommit: c.AfterCommit}}
-	if c.AfterSettle != nil {
-		cfg.Hooks.AfterSettle = func(st kafkasub.Settlement) { c.AfterSettle(settlement(st)) }
+// config is the subscriber config for c: its Options as they are (the
+// Concurrency of some cases is ignored, as documented), with a quick fetch
+// and a short session, so that the member a case cut off from the broker
+// is out of the group in seconds (the default is 45 s); RedeliverAfter has
+// no counterpart.
+func (e *subEnv) config(c subscribertest.Config) *kafka.SubscriberConfig {
+	return &kafka.SubscriberConfig{Options: c.Options, Brokers: e.brokers, Topics: []string{e.topic()}, TopicPrefix: e.prefix,
+		Group: c.Group, DeadLetterTopic: e.deadTopic(),
+		ClientOptions: append([]kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond),
+			kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(time.Second)}, e.opts...)}
+}
+
+func (e *subEnv) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
+	sub, err := kafka.NewSubscriber(c.Inbox, c.Handler, e.config(c))
+	if err != nil {
+		return nil, err // a nil *Subscriber is no nil Subscriber
 	}
-	return cfg
-}
-
-func settlement(st kafkasub.Settlement) subscribertest.Settlement {
-	a := map[kafkasub.Action]subscribertest.Action{kafkasub.ActionCommit: subscribertest.ActionAck,
-		kafkasub.ActionRetry: subscribertest.ActionRetry, kafkasub.ActionDeadLetter: subscribertest.ActionDeadLetter,
-		kafkasub.ActionAbandon: subscribertest.ActionRelease}[st.Action]
-	return subscribertest.Settlement{Message: st.Message, Delivery: st.Delivery, Outcome: st.Outcome, Err: st.Err,
-		Action: a, Delay: st.RetryDelay}
-}
-
-func (e *env) newSub(_ *testing.T, c subscribertest.Config) (subscribertest.Subscriber, error) {
-	return kafkasub.New(c.Inbox, c.Handler, e.config(c))
+	return sub, nil
 }
 
 // publish publishes msgs through the outbox's own Kafka publisher.
-func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
+func (e *subEnv) publish(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
-	p, err := kafkapub.New(kafkapub.Config{Brokers: e.brokers, TopicPrefix: e.prefix, Options: e.opts})
+	p, err := kafka.NewPublisher(&kafka.PublisherConfig{Brokers: e.brokers, TopicPrefix: e.prefix, ClientOptions: e.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +185,7 @@ func (e *env) publish(t *testing.T, msgs ...outbox.Message) {
 	}
 }
 
-func (e *env) publishNoID(t *testing.T, payload string) {
+func (e *subEnv) publishNoID(t *testing.T, payload string) {
 	t.Helper()
 	r := &kgo.Record{Topic: e.topic(), Key: []byte("k1"), Value: []byte(payload)}
 	if err := e.client(t).ProduceSync(context.Background(), r).FirstErr(); err != nil {
@@ -241,7 +194,7 @@ func (e *env) publishNoID(t *testing.T, payload string) {
 }
 
 // lag is how many records of the topic group has not committed.
-func (e *env) lag(t *testing.T, group string) int {
+func (e *subEnv) lag(t *testing.T, group string) int {
 	t.Helper()
 	adm := kadm.NewClient(e.client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -263,7 +216,7 @@ func (e *env) lag(t *testing.T, group string) int {
 }
 
 // deadLetters reads the dead-letter topic from the start.
-func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
+func (e *subEnv) deadLetters(t *testing.T, n int, timeout time.Duration) []subscribertest.DeadLetter {
 	t.Helper()
 	cl := e.client(t, kgo.ConsumeTopics(e.deadTopic()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100*time.Millisecond))
@@ -276,9 +229,9 @@ func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscrib
 			for _, h := range r.Headers {
 				hs[h.Key] = string(h.Value)
 			}
-			d, _ := strconv.Atoi(hs[kafkasub.HeaderDeliveries])
-			out = append(out, subscribertest.DeadLetter{ID: hs[kafkapub.HeaderID], Payload: string(r.Value), Headers: hs,
-				Error: hs[kafkasub.HeaderError], Deliveries: d, Source: hs[kafkasub.HeaderTopic], Consumer: hs[kafkasub.HeaderGroup]})
+			d, _ := strconv.Atoi(hs[kafka.HeaderDeliveries])
+			out = append(out, subscribertest.DeadLetter{ID: hs[kafka.HeaderID], Payload: string(r.Value), Headers: hs,
+				Error: hs[kafka.HeaderError], Deliveries: d, Source: hs[kafka.HeaderTopic], Consumer: hs[kafka.HeaderGroup]})
 		}
 	}
 	return out
@@ -286,7 +239,7 @@ func (e *env) deadLetters(t *testing.T, n int, timeout time.Duration) []subscrib
 
 // orphan polls n records as a member of c.Group that then leaves the group
 // without committing their offsets: the next member reads them again.
-func (e *env) orphan(t *testing.T, c subscribertest.Config, n int) {
+func (e *subEnv) orphan(t *testing.T, c subscribertest.Config, n int) {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(c.Group), kgo.ConsumeTopics(e.topic()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(100 * time.Millisecond)}, e.opts...)...)

@@ -3,7 +3,9 @@ package kafka
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,12 +17,33 @@ import (
 	"github.com/outboxgo/outbox/internal/redact"
 )
 
-// ConfigFromURL parses a kafka:// (or kafka+tls://) URL into a Config; see
-// the package documentation for the query parameters.
-func ConfigFromURL(rawURL string) (Config, error) {
-	var cfg Config
-	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("kafka publisher: URL %s: %s", redact.URL(rawURL), fmt.Sprintf(format, args...))
+// ConfigFromURL parses a kafka:// (or kafka+tls://) URL into a
+// PublisherConfig:
+//
+//	kafka://[user:password@]host[:port][,host[:port]…][?param=value&…]
+//
+// A host without a port gets 9092. Every setting a URL can carry is a
+// query parameter (the registered backend.Broker's Params list them, with
+// their defaults); an unknown one is an error that names it, and a
+// negative number or duration is refused:
+//
+//   - topic_prefix: PublisherConfig.TopicPrefix;
+//   - client_id: PublisherConfig.ClientID;
+//   - delivery_timeout: PublisherConfig.DeliveryTimeout (a Go duration,
+//     "30s");
+//   - dial_timeout: PublisherConfig.DialTimeout (a Go duration);
+//   - max_record_bytes: PublisherConfig.MaxRecordBytes;
+//   - tls: "true" to connect with TLS (system roots; the scheme
+//     kafka+tls:// says the same);
+//   - sasl: the SASL mechanism of the URL's user: "plain" (the default),
+//     "scram-sha-256" or "scram-sha-512".
+//
+// TLS and SASL become ClientOptions. Errors name the URL with its password
+// hidden.
+func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
+	cfg := &PublisherConfig{}
+	fail := func(format string, args ...any) (*PublisherConfig, error) {
+		return nil, fmt.Errorf("kafka publisher: URL %s: %s", redact.URL(rawURL), fmt.Sprintf(format, args...))
 	}
 	// url.Parse refuses a host list ("b1:9092,b2:9092"): take it out first.
 	hosts, rest, err := splitHosts(rawURL)
@@ -52,25 +75,34 @@ func ConfigFromURL(rawURL string) (Config, error) {
 	}
 	q := u.Query()
 	saslMech := ""
-	for k, vs := range q {
-		v := vs[len(vs)-1]
+	for _, k := range slices.Sorted(maps.Keys(q)) { // the first bad one, always
+		v := q[k][len(q[k])-1]
 		switch k {
 		case "topic_prefix":
 			cfg.TopicPrefix = v
 		case "client_id":
 			cfg.ClientID = v
 		case "delivery_timeout":
-			d, err := time.ParseDuration(v)
+			d, err := duration(v)
 			if err != nil {
 				return fail("delivery_timeout: %v", err)
 			}
 			cfg.DeliveryTimeout = d
+		case "dial_timeout":
+			d, err := duration(v)
+			if err != nil {
+				return fail("dial_timeout: %v", err)
+			}
+			cfg.DialTimeout = d
 		case "max_record_bytes":
-			n, err := strconv.Atoi(v)
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("%d is negative", n)
+			}
 			if err != nil {
 				return fail("max_record_bytes: %v", err)
 			}
-			cfg.MaxRecordBytes = n
+			cfg.MaxRecordBytes = int(n)
 		case "tls":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -84,18 +116,18 @@ func ConfigFromURL(rawURL string) (Config, error) {
 		}
 	}
 	if useTLS {
-		cfg.Options = append(cfg.Options, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+		cfg.ClientOptions = append(cfg.ClientOptions, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
 	}
 	if u.User != nil {
 		user := u.User.Username()
 		pass, _ := u.User.Password()
 		switch saslMech {
 		case "", "plain":
-			cfg.Options = append(cfg.Options, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+			cfg.ClientOptions = append(cfg.ClientOptions, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
 		case "scram-sha-256":
-			cfg.Options = append(cfg.Options, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+			cfg.ClientOptions = append(cfg.ClientOptions, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
 		case "scram-sha-512":
-			cfg.Options = append(cfg.Options, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+			cfg.ClientOptions = append(cfg.ClientOptions, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
 		default:
 			return fail("sasl %q, want plain, scram-sha-256 or scram-sha-512", saslMech)
 		}
@@ -105,14 +137,13 @@ func ConfigFromURL(rawURL string) (Config, error) {
 	return cfg, nil
 }
 
-// NewFromURL returns a Publisher configured by a kafka:// URL, for a CLI
-// that picks the publisher by scheme.
-func NewFromURL(rawURL string) (*Publisher, error) {
-	cfg, err := ConfigFromURL(rawURL)
-	if err != nil {
-		return nil, err
+// duration parses a Go duration that is not negative.
+func duration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("%v is negative", d)
 	}
-	return New(cfg)
+	return d, err
 }
 
 // splitHosts returns the host list of a URL and the URL with the host list

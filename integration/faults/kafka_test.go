@@ -26,8 +26,8 @@ import (
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	kafkapub "github.com/outboxgo/outbox/kafka"
-	kafkasub "github.com/outboxgo/outbox/kafka/kafkasub"
 	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // kafkaBroker is a private kfake cluster (franz-go's in-process Kafka) of
@@ -303,9 +303,9 @@ func (b *kafkaBroker) republished() (int, bool) { return 0, false }
 func kafkaRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
 	px := os.Getenv(envBroker)
 	d := &net.Dialer{Timeout: 2 * time.Second}
-	p, err := kafkapub.New(kafkapub.Config{Brokers: []string{px}, ClientID: "outbox-faults-relay",
+	p, err := kafkapub.NewPublisher(&kafkapub.PublisherConfig{Brokers: []string{px}, ClientID: "outbox-faults-relay",
 		TopicPrefix: os.Getenv(envPrefix), MaxRecordBytes: kafkaMaxRecord, DeliveryTimeout: 5 * time.Second, Logger: log,
-		Options: []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		ClientOptions: []kgo.Opt{kgo.Dialer(func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, network, px)
 		})}})
 	if err != nil {
@@ -323,19 +323,21 @@ func kafkaRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
 // fails while the broker is down (it pings): tried again until it works.
 func kafkaSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handler[*sql.Tx]) error {
 	prefix, group := os.Getenv(envPrefix), os.Getenv(envKafkaGroup)
-	cfg := kafkasub.Config{Brokers: []string{os.Getenv(envBrokerDir)}, ClientID: "outbox-faults-inbox",
+	cfg := &kafkapub.SubscriberConfig{Brokers: []string{os.Getenv(envBrokerDir)}, ClientID: "outbox-faults-inbox",
 		Topics: []string{prefix + "orders"}, TopicPrefix: prefix, Group: group, DeadLetterTopic: prefix + "dead",
-		MaxDeliveries: 10000, Backoff: kafkasub.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
-		CommitTimeout: 2 * time.Second, ShutdownTimeout: 5 * time.Second, Logger: helperLogger(),
-		Hooks: kafkasub.Hooks{AfterCommit: printDup},
-		Options: []kgo.Opt{kgo.InstanceID(group + "-0"), kgo.SessionTimeout(10 * time.Second),
+		CommitTimeout: 2 * time.Second,
+		Options: subscribers.Options{MaxDeliveries: 10000,
+			Backoff:         outbox.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+			ShutdownTimeout: 5 * time.Second, Logger: helperLogger(),
+			Hooks: subscribers.Hooks{AfterCommit: printDup}},
+		ClientOptions: []kgo.Opt{kgo.InstanceID(group + "-0"), kgo.SessionTimeout(10 * time.Second),
 			kgo.FetchMaxWait(250 * time.Millisecond)}}
-	if _, err := kafkasub.New(in, h, cfg); err != nil {
+	if _, err := kafkapub.NewSubscriber(in, h, cfg); err != nil {
 		return err // a bad configuration: no use retrying
 	}
 	// A subscriber starts once: each attempt gets a new one.
 	return startRetrying(ctx, func(ctx context.Context) error {
-		sub, _ := kafkasub.New(in, h, cfg)
+		sub, _ := kafkapub.NewSubscriber(in, h, cfg)
 		return sub.Start(ctx)
 	})
 }

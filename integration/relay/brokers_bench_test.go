@@ -48,7 +48,7 @@ func kafkaBench(b *testing.B, _ *bundle) publishers.Publisher {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	p, err := kafkapub.New(kafkapub.Config{Brokers: c.ListenAddrs()})
+	p, err := kafkapub.NewPublisher(&kafkapub.PublisherConfig{Brokers: c.ListenAddrs()})
 	if err != nil {
 		b.Fatal(err)
 	}
