@@ -54,7 +54,7 @@ type pubAck struct {
 }
 
 // errAckTimeout is the error of a publish not acknowledged within
-// Config.AckTimeout.
+// PublisherConfig.AckTimeout.
 var errAckTimeout = fmt.Errorf("no acknowledgement within the ack timeout: %w", nats.ErrTimeout)
 
 // statusNoResponders is the status of the reply to a publish no

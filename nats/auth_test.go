@@ -16,11 +16,11 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
 )
 
-// A token in the URL appears neither in New's error nor in the logs of a
+// A token in the URL appears neither in NewPublisher's error nor in the logs of a
 // publisher whose server goes away and comes back.
 func TestTokenNeverShown(t *testing.T) {
 	const token = "s3cr3t-t0ken"
@@ -30,17 +30,17 @@ func TestTokenNeverShown(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close()
-	_, err = natspub.New(natspub.Config{URL: "nats://" + token + "@" + addr, ConnectTimeout: time.Second})
+	_, err = outboxnats.NewPublisher(&outboxnats.PublisherConfig{URL: "nats://" + token + "@" + addr, ConnectTimeout: time.Second})
 	if err == nil || strings.Contains(err.Error(), token) || !strings.Contains(err.Error(), "xxxxx@"+addr) {
-		t.Fatalf("New against a closed port: %v; want an error naming the URL with its token hidden", err)
+		t.Fatalf("NewPublisher against a closed port: %v; want an error naming the URL with its token hidden", err)
 	}
 	if !publishers.IsUnavailable(err) {
-		t.Errorf("New against a closed port: %v; want Unavailable", err)
+		t.Errorf("NewPublisher against a closed port: %v; want Unavailable", err)
 	}
 
 	srv := natstest.StartServer(t, "", func(o *server.Options) { o.Authorization = token })
 	var logs logtest.Buffer
-	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.User(token)), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URLWith(url.User(token)), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(func() { _ = pub.Close() })
 	srv.Shutdown()
 	_ = publish(t, pub, msg("t"))
@@ -64,7 +64,7 @@ func TestTokenRotatedIsMisconfigured(t *testing.T) {
 	srv := natstest.StartServer(t, "", func(o *server.Options) { o.Authorization = "old-token" })
 	nc := srv.Connect(t, natsToken("old-token"))
 	prefix, _ := natstest.NewStream(t, nc)
-	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.User("old-token")), SubjectPrefix: prefix})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URLWith(url.User("old-token")), SubjectPrefix: prefix})
 	t.Cleanup(func() { _ = pub.Close() })
 	if err := publish(t, pub, msg("t"))[0]; err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ accounts {
 	nc := srv.Connect(t, natsUser("admin", "pw"))
 	prefix, stream := natstest.NewStream(t, nc)
 	var logs logtest.Buffer
-	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.UserPassword("limited", "pw")), SubjectPrefix: prefix,
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URLWith(url.UserPassword("limited", "pw")), SubjectPrefix: prefix,
 		AckTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(func() { _ = pub.Close() })
 	start := time.Now()
@@ -158,7 +158,7 @@ accounts {
 }
 `)
 	prefix, _ := natstest.NewStream(t, srv.Connect(t, natsUser("admin", "pw")))
-	pub := newPublisher(t, natspub.Config{URL: srv.URLWith(url.UserPassword("deaf", "pw")), SubjectPrefix: prefix, AckTimeout: time.Minute})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URLWith(url.UserPassword("deaf", "pw")), SubjectPrefix: prefix, AckTimeout: time.Minute})
 	t.Cleanup(func() { _ = pub.Close() })
 	start := time.Now()
 	if err := check(t, pub); !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 )
 
 // BenchmarkPublish publishes batches of 1,000 messages of 200 bytes to a
@@ -18,7 +18,7 @@ func BenchmarkPublish(b *testing.B) {
 	const batch = 1000
 	nc := natstest.Connect(b)
 	prefix, _ := natstest.NewStream(b, nc)
-	pub := newPublisher(b, natspub.Config{URL: natstest.URL(), SubjectPrefix: prefix})
+	pub := newPublisher(b, &outboxnats.PublisherConfig{URL: natstest.URL(), SubjectPrefix: prefix})
 	b.Cleanup(func() { _ = pub.Close() })
 	payload := bytes.Repeat([]byte("x"), 200)
 	msgs := make([]outbox.Message, batch)

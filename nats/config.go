@@ -3,27 +3,57 @@ package nats
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
-// Config configures a Publisher. The zero value connects to nats.DefaultURL
-// and publishes each message on the subject named by its topic.
-type Config struct {
+// Defaults for PublisherConfig.
+const (
+	// DefaultURL is PublisherConfig.URL's default: the local server.
+	DefaultURL = nats.DefaultURL // "nats://127.0.0.1:4222"
+	// DefaultName is the connection name the server shows.
+	DefaultName = "outbox"
+	// DefaultSubjectPrefix puts topic T on subject outbox.T (publisher),
+	// and makes topic T of subject outbox.T (subscriber).
+	DefaultSubjectPrefix = "outbox"
+	// DefaultMaxPending is how many publishes may await their
+	// acknowledgement at once.
+	DefaultMaxPending = 4096
+	// DefaultAckTimeout is how long a publish waits for its
+	// acknowledgement.
+	DefaultAckTimeout = 30 * time.Second
+	// DefaultConnectTimeout bounds NewPublisher's first connection attempt.
+	DefaultConnectTimeout = 2 * time.Second
+	// DefaultReconnectWait is the pause between reconnection attempts.
+	DefaultReconnectWait = nats.DefaultReconnectWait // 2s
+)
+
+// NoSubjectPrefix, as a SubjectPrefix, says there is none: the publisher
+// puts each message on the subject named by its topic, and the subscriber
+// takes the whole subject as the topic. (The empty SubjectPrefix means
+// DefaultSubjectPrefix.) It is no valid prefix, so it cannot mean one.
+const NoSubjectPrefix = "."
+
+// PublisherConfig configures a Publisher. The zero value (or nil) connects
+// to DefaultURL and publishes topic T on subject outbox.T.
+type PublisherConfig struct {
 	// URL is the server URL, or a comma-separated list of them. Default
-	// nats.DefaultURL ("nats://127.0.0.1:4222"). Ignored when Conn is set.
+	// DefaultURL ("nats://127.0.0.1:4222"). Ignored when Conn is set.
+	// (ConfigFromURL reads settings from its query parameters; this field
+	// takes none.)
 	URL string
-	// Conn is an existing connection to publish on. When set, New does not
-	// connect and Close does not close it; the caller configures it (see
-	// New for the options that make a relay recover from outages). The
-	// publisher sets no handler on it, so a publish the server's
-	// permissions refuse fails only after AckTimeout, as Unavailable.
-	// Default nil: New connects to URL.
+	// Conn is an existing connection to publish on. When set, NewPublisher
+	// does not connect and Close does not close it; the caller configures
+	// it (see NewPublisher for the options that make a relay recover from
+	// outages). The publisher sets no handler on it, so a publish the
+	// server's permissions refuse fails only after AckTimeout, as
+	// Unavailable. Default nil: NewPublisher connects to URL.
 	Conn *nats.Conn
-	// Name is the connection name the server shows. Default "outbox".
+	// Name is the connection name the server shows. Default DefaultName
+	// ("outbox").
 	Name string
 	// Options are extra nats.go options (credentials, TLS, …), applied
 	// after the publisher's own so they may override them. A
@@ -32,27 +62,34 @@ type Config struct {
 	// publish waits out AckTimeout). Default none.
 	Options []nats.Option
 
-	// SubjectPrefix, when set, puts every message on SubjectPrefix + "." +
-	// topic. Default "": the subject is the topic.
+	// SubjectPrefix puts every message on SubjectPrefix + "." + topic.
+	// Default DefaultSubjectPrefix ("outbox"); NoSubjectPrefix puts it on
+	// the subject named by its topic.
 	SubjectPrefix string
 	// Subject maps a topic to a subject, overriding SubjectPrefix. Default
 	// nil.
 	Subject func(topic string) string
+	// Stream names the JetStream stream that captures the publisher's
+	// subjects, SubjectPrefix + ".>": SetupStream creates it, or adds the
+	// subjects to it (see EnsureStream). It needs a SubjectPrefix and no
+	// Subject. Default "": the publisher leaves streams to others.
+	Stream string
 
 	// MaxPending is how many publishes may wait for their acknowledgement
 	// at once across all Publish calls; a publish past it waits for a slot
 	// until its context ends (or AckTimeout, without a deadline). Default
-	// 4096.
+	// DefaultMaxPending (4096).
 	MaxPending int
 	// AckTimeout is how long a publish waits for its acknowledgement before
 	// it fails as unavailable, whatever the context says. It also bounds
 	// how long an abandoned publish (its Publish call's context ended)
-	// holds a MaxPending slot. Default 30s.
+	// holds a MaxPending slot. Default DefaultAckTimeout (30s).
 	AckTimeout time.Duration
-	// ConnectTimeout bounds New's first connection attempt. Default 2s.
+	// ConnectTimeout bounds NewPublisher's first connection attempt.
+	// Default DefaultConnectTimeout (2s).
 	ConnectTimeout time.Duration
 	// ReconnectWait is the pause between reconnection attempts; the
-	// publisher reconnects forever. Default 2s (nats.DefaultReconnectWait).
+	// publisher reconnects forever. Default DefaultReconnectWait (2s).
 	ReconnectWait time.Duration
 
 	// Logger receives connection events (disconnect at Warn, reconnect at
@@ -62,33 +99,52 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// WithDefaults returns a copy of c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	if c.URL == "" {
-		c.URL = nats.DefaultURL
+// WithDefaults returns a copy of c (which may be nil) with every zero
+// field set to its default.
+func (c *PublisherConfig) WithDefaults() PublisherConfig {
+	var out PublisherConfig
+	if c != nil {
+		out = *c
 	}
-	if c.Name == "" {
-		c.Name = "outbox"
+	if out.URL == "" {
+		out.URL = DefaultURL
 	}
-	if c.MaxPending == 0 {
-		c.MaxPending = 4096
+	if out.Name == "" {
+		out.Name = DefaultName
 	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 30 * time.Second
+	if out.SubjectPrefix == "" {
+		out.SubjectPrefix = DefaultSubjectPrefix
 	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = 2 * time.Second
+	if out.MaxPending == 0 {
+		out.MaxPending = DefaultMaxPending
 	}
-	if c.ReconnectWait == 0 {
-		c.ReconnectWait = nats.DefaultReconnectWait
+	if out.AckTimeout == 0 {
+		out.AckTimeout = DefaultAckTimeout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if out.ConnectTimeout == 0 {
+		out.ConnectTimeout = DefaultConnectTimeout
 	}
-	return c
+	if out.ReconnectWait == 0 {
+		out.ReconnectWait = DefaultReconnectWait
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
 }
 
-func (c Config) validate() error {
+// prefixed reports whether the config puts messages under a prefix
+// (rather than on their topic, or where Subject says).
+func (c *PublisherConfig) prefixed() bool {
+	return c.Subject == nil && c.SubjectPrefix != NoSubjectPrefix && c.SubjectPrefix != ""
+}
+
+// streamSubjects are the subjects SetupStream has Stream capture.
+func (c *PublisherConfig) streamSubjects() []string {
+	return []string{c.SubjectPrefix + ".>"}
+}
+
+func (c *PublisherConfig) validate() error {
 	var errs []error
 	if c.MaxPending < 0 {
 		errs = append(errs, fmt.Errorf("MaxPending is %d, must not be negative", c.MaxPending))
@@ -102,13 +158,38 @@ func (c Config) validate() error {
 	if c.ReconnectWait < 0 {
 		errs = append(errs, fmt.Errorf("ReconnectWait is %v, must not be negative", c.ReconnectWait))
 	}
-	if c.SubjectPrefix != "" && c.Subject == nil {
-		if err := checkSubject(c.SubjectPrefix + ".x"); err != nil {
+	if c.prefixed() {
+		if err := checkSubject(c.SubjectPrefix+".x", false); err != nil {
 			errs = append(errs, fmt.Errorf("SubjectPrefix %q: %w", c.SubjectPrefix, err))
+		}
+	}
+	if c.Stream != "" {
+		if err := checkStreamName(c.Stream); err != nil {
+			errs = append(errs, fmt.Errorf("Stream: %w", err))
+		}
+		switch {
+		case c.Subject != nil:
+			errs = append(errs, fmt.Errorf("Stream %s: the stream captures SubjectPrefix.>, and Subject maps topics elsewhere: "+
+				"leave Stream empty and call EnsureStream with the subjects Subject makes", c.Stream))
+		case c.SubjectPrefix == NoSubjectPrefix:
+			errs = append(errs, fmt.Errorf("Stream %s: without a SubjectPrefix the stream would capture every subject (>), "+
+				"which NATS refuses or overlaps with every other stream: give a prefix (default %s)", c.Stream, DefaultSubjectPrefix))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("nats publisher config: %w", err)
+	}
+	return nil
+}
+
+// checkStreamName accepts a JetStream stream name: not empty, no
+// whitespace or control characters, none of . * > / \.
+func checkStreamName(name string) error {
+	if name == "" {
+		return errors.New("empty stream name")
+	}
+	if strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f || strings.ContainsRune(".*>/\\", r) }) {
+		return fmt.Errorf("stream name %q: no whitespace, control characters, '.', '*', '>', '/' or '\\' allowed", name)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package nats
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/inbox"
-	"github.com/outboxgo/outbox/internal/backoff"
-	natspub "github.com/outboxgo/outbox/nats"
 )
 
 // Headers the subscriber sets on a dead-lettered message, besides the
@@ -36,47 +33,48 @@ const (
 // maxErrorHeader bounds HeaderError's length.
 const maxErrorHeader = 1024
 
-// Decode turns a JetStream message published by publishers/nats into an
+// Decode turns a JetStream message a Publisher published into an
 // inbox.Message: the ID from Nats-Msg-Id (it must be a UUID), the topic
-// from the subject less subjectPrefix and its '.', Key and Type from
+// from the subject less subjectPrefix and its '.' (none stripped when
+// subjectPrefix is "" or NoSubjectPrefix), Key and Type from
 // Outbox-Key-Base64 and Outbox-Type-Base64 when set, else from Outbox-Key
-// and Outbox-Type (natspub.KeyAndType: byte for byte what was enqueued),
-// CreatedAt from Outbox-Created-At, and the other headers (first value of
-// each, without the Nats-* ones) as Headers. An error is permanent
+// and Outbox-Type (KeyAndType: byte for byte what was enqueued), CreatedAt
+// from Outbox-Created-At, and the other headers (first value of each,
+// without the Nats-* ones) as Headers. An error is permanent
 // (inbox.IsPermanent): no redelivery can fix the message.
 func Decode(m jetstream.Msg, subjectPrefix string) (inbox.Message, error) {
 	h := m.Headers()
 	topic := m.Subject()
-	if subjectPrefix != "" {
+	if subjectPrefix != "" && subjectPrefix != NoSubjectPrefix {
 		topic = strings.TrimPrefix(topic, subjectPrefix+".")
 	}
 	out := inbox.Message{Topic: topic, Payload: m.Data()}
 	if md, err := m.Metadata(); err == nil {
 		out.Delivery = int(md.NumDelivered)
 	}
-	raw := h.Get(natspub.HeaderMsgID)
+	raw := h.Get(HeaderMsgID)
 	if raw == "" {
-		return out, fmt.Errorf("%w: no %s header", inbox.ErrInvalidMessage, natspub.HeaderMsgID)
+		return out, fmt.Errorf("%w: no %s header", inbox.ErrInvalidMessage, HeaderMsgID)
 	}
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, natspub.HeaderMsgID, raw)
+		return out, fmt.Errorf("%w: %s %q is not a UUID", inbox.ErrInvalidMessage, HeaderMsgID, raw)
 	}
 	out.ID = id
-	if out.Key, out.Type, err = natspub.KeyAndType(h); err != nil {
+	if out.Key, out.Type, err = KeyAndType(h); err != nil {
 		return out, fmt.Errorf("%w: %w", inbox.ErrInvalidMessage, err)
 	}
-	if v := h.Get(natspub.HeaderCreatedAt); v != "" {
+	if v := h.Get(HeaderCreatedAt); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return out, fmt.Errorf("%w: %s %q: %w", inbox.ErrInvalidMessage, natspub.HeaderCreatedAt, v, err)
+			return out, fmt.Errorf("%w: %s %q: %w", inbox.ErrInvalidMessage, HeaderCreatedAt, v, err)
 		}
 		out.CreatedAt = t
 	}
 	for k, vs := range h {
 		switch {
-		case len(vs) == 0, k == natspub.HeaderKey, k == natspub.HeaderKeyBase64, k == natspub.HeaderType,
-			k == natspub.HeaderTypeBase64, k == natspub.HeaderCreatedAt, strings.HasPrefix(k, "Nats-"):
+		case len(vs) == 0, k == HeaderKey, k == HeaderKeyBase64, k == HeaderType,
+			k == HeaderTypeBase64, k == HeaderCreatedAt, strings.HasPrefix(k, "Nats-"):
 			continue
 		}
 		if out.Headers == nil {
@@ -93,10 +91,10 @@ func deadLetterMsg(subject string, m jetstream.Msg, md *jetstream.MsgMetadata, d
 	for k, vs := range m.Headers() {
 		h[k] = append([]string(nil), vs...)
 	}
-	if id := h.Get(natspub.HeaderMsgID); id != "" {
+	if id := h.Get(HeaderMsgID); id != "" {
 		h.Set(HeaderOriginalMsgID, id)
 	}
-	h.Del(natspub.HeaderMsgID)
+	h.Del(HeaderMsgID)
 	h.Set(HeaderError, headerValue(cause.Error(), maxErrorHeader))
 	h.Set(HeaderSubject, m.Subject())
 	h.Set(HeaderConsumer, durable)
@@ -116,39 +114,6 @@ func headerValue(s string, n int) string {
 		s = strings.ToValidUTF8(s[:n], "")
 	}
 	return s
-}
-
-// delay is the backoff after the delivery-th failure: Min·2^(delivery-1),
-// capped at Max, spread by ±Jitter.
-func (b Backoff) delay(delivery int) time.Duration {
-	return backoff.Delay(b.Min, b.Max, b.Jitter, delivery)
-}
-
-var errBadSubject = errors.New("bad subject")
-
-// checkSubject accepts a NATS subject: non-empty tokens separated by '.',
-// no whitespace; wildcards only when allowed ('>' last).
-func checkSubject(s string, wildcards bool) error {
-	toks := strings.Split(s, ".")
-	for i, tok := range toks {
-		switch {
-		case tok == "":
-			return fmt.Errorf("%w %q: empty token", errBadSubject, s)
-		case tok == "*" || tok == ">":
-			if !wildcards {
-				return fmt.Errorf("%w %q: wildcard", errBadSubject, s)
-			}
-			if tok == ">" && i != len(toks)-1 {
-				return fmt.Errorf("%w %q: '>' not last", errBadSubject, s)
-			}
-		}
-		for _, r := range tok {
-			if r <= ' ' || r == 0x7f {
-				return fmt.Errorf("%w %q: whitespace or control character", errBadSubject, s)
-			}
-		}
-	}
-	return nil
 }
 
 // subjectMatches reports whether subject (no wildcards) matches filter.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox"
 )
 
 func TestSubjectMatches(t *testing.T) {
@@ -38,10 +40,10 @@ func TestHeaderValue(t *testing.T) {
 }
 
 func TestBackoffDelay(t *testing.T) {
-	b := Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+	b := outbox.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 	var got []time.Duration
 	for d := 1; d <= 5; d++ {
-		got = append(got, b.delay(d))
+		got = append(got, b.Delay(d))
 	}
 	want := []time.Duration{10, 20, 40, 50, 50}
 	for i := range want {
@@ -51,7 +53,7 @@ func TestBackoffDelay(t *testing.T) {
 	}
 	b.Jitter = 0.5
 	for range 100 {
-		if d := b.delay(1); d < 5*time.Millisecond || d > 15*time.Millisecond {
+		if d := b.Delay(1); d < 5*time.Millisecond || d > 15*time.Millisecond {
 			t.Fatalf("jittered delay %v outside ±50%% of 10ms", d)
 		}
 	}

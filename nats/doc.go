@@ -1,11 +1,42 @@
-// Package nats publishes outbox messages to NATS JetStream.
+// Package nats is the outbox's NATS JetStream backend: a Publisher that the
+// relay drains the outbox into, and a Subscriber that feeds an inbox.Inbox
+// from a durable pull consumer, side by side.
+//
+//	// The relay's side: topic T goes on subject shop.T, captured by the
+//	// stream SHOP.
+//	pub, _ := nats.NewPublisher(&nats.PublisherConfig{
+//		URL: "nats://localhost:4222", SubjectPrefix: "shop", Stream: "SHOP",
+//	})
+//	_ = pub.SetupStream(ctx)
+//	r, _ := relay.New(store, pub, nil)
+//
+//	// The consumer's side: the durable "billing" reads shop.orders.>.
+//	js, _ := jetstream.New(pub.Conn()) // or a connection of its own
+//	sub, _ := nats.NewSubscriber(js, in, handler, &nats.SubscriberConfig{
+//		Stream: "SHOP", Durable: "billing", SubjectPrefix: "shop",
+//		FilterSubjects:    []string{"shop.orders.>"},
+//		DeadLetterSubject: "DEAD.billing", // captured by a stream of its own
+//	})
+//	_ = sub.Start(ctx)
+//	defer sub.Stop(ctx)
+//
+// Importing the package registers the scheme nats:// with package backend
+// (the outbox CLI opens its --broker-url so): ConfigFromURL reads every
+// publisher setting from the URL's query parameters (subject_prefix,
+// stream, name, max_pending, ack_timeout, connect_timeout, reconnect_wait,
+// token), and opening the URL creates the stream it names.
+//
+// The embedded server the CLI runs without a broker is package natsembed.
 //
 // # Subjects
 //
-// A message goes to the subject its topic maps to: the topic itself, or
-// Config.SubjectPrefix + "." + topic, or whatever Config.Subject returns. A
-// stream must capture that subject (EnsureStream creates one); JetStream
-// acknowledges a message only once the stream stored it.
+// A message goes to the subject its topic maps to:
+// PublisherConfig.SubjectPrefix + "." + topic (outbox.T by default), or the
+// topic itself (NoSubjectPrefix), or whatever PublisherConfig.Subject
+// returns. A stream must capture that subject (PublisherConfig.Stream with
+// SetupStream, or EnsureStream, creates one); JetStream acknowledges a
+// message only once the stream stored it. The subscriber strips
+// SubscriberConfig.SubjectPrefix from the subject to give the topic back.
 //
 // # Headers
 //
@@ -27,8 +58,8 @@
 // of its UTF-8 bytes; any other goes in Outbox-Key as it is (control
 // characters and non-ASCII included). At most one of the two is set. A
 // consumer reads the -Base64 header when there is one and the plain one
-// otherwise (KeyAndType does; so does subscribers/nats), and gets the key
-// byte for byte as it was enqueued.
+// otherwise (KeyAndType does; so does Decode), and gets the key byte for
+// byte as it was enqueued.
 //
 // The publisher's headers win over message headers of the same name (in
 // any case), which it drops. Message headers must have names of RFC 9110
@@ -44,16 +75,16 @@
 // duplicate: a relay re-sending after a crash between ack and mark causes no
 // second copy. Duplicates counts those acknowledgements.
 //
-// # Errors
+// # Publisher errors
 //
-// New fails with an error classified publishers.Misconfigured when the
-// server refuses the credentials (authorization violation: a wrong token,
-// user or password), and with one classified publishers.Unavailable when no
-// server can be reached. Check (publishers.Checker) asks JetStream for the
-// account's information: Misconfigured when the server refuses the
-// credentials, or JetStream is not enabled for the account (or on the
-// server); Unavailable when the server cannot be reached or does not
-// answer.
+// NewPublisher fails with an error classified publishers.Misconfigured
+// when the server refuses the credentials (authorization violation: a
+// wrong token, user or password), and with one classified
+// publishers.Unavailable when no server can be reached. Check
+// (publishers.Checker) asks JetStream for the account's information:
+// Misconfigured when the server refuses the credentials, or JetStream is
+// not enabled for the account (or on the server); Unavailable when the
+// server cannot be reached or does not answer.
 //
 // Publish returns one error per message, classified for the relay:
 //
@@ -64,12 +95,12 @@
 //   - publishers.Misconfigured: the server refused the credentials (a
 //     connection the server closed for good after refusing them on
 //     reconnect: a token rotated under the relay), refused the permission
-//     to publish on the subject (noticed at once, on a connection New
-//     made), or JetStream is not enabled for the account.
+//     to publish on the subject (noticed at once, on a connection
+//     NewPublisher made), or JetStream is not enabled for the account.
 //   - publishers.Unavailable: the connection is down, reconnecting or
 //     closed; JetStream is not answering; no acknowledgement within
-//     Config.AckTimeout or before the context ended (the message may have
-//     been stored: re-sending it is deduplicated).
+//     PublisherConfig.AckTimeout or before the context ended (the message
+//     may have been stored: re-sending it is deduplicated).
 //   - unmarked: JetStream refused this message. No stream captures its
 //     subject (ErrNoStream: the error says "no JetStream stream captures
 //     subject X"), or the stream is full, say. Retry it.
@@ -81,13 +112,78 @@
 //
 // # Streams
 //
-// EnsureStream creates the stream that captures the publisher's subjects,
-// or adds them to an existing one. It refuses, before asking the server, a
-// subject whose first token is a wildcard — ">" alone captures JetStream's
-// API ($JS.API.>), advisories and _INBOX replies on nats-server 2.9 and is
+// EnsureStream (and SetupStream, for PublisherConfig.Stream) creates the
+// stream that captures the publisher's subjects, or adds them to an
+// existing one. It refuses, before asking the server, a subject whose
+// first token is a wildcard — ">" alone captures JetStream's API
+// ($JS.API.>), advisories and _INBOX replies on nats-server 2.9 and is
 // refused by 2.10 and later — or one in a system namespace ($JS, $SYS, …,
 // _INBOX): give the stream a prefix of its own, such as "outbox.>"
 // (ErrUnsafeSubjects). A subject another stream captures already fails
 // with an error that names that stream (ErrSubjectsOverlap). Both are
 // classified publishers.Misconfigured.
+//
+// # Subscriber messages
+//
+// Decode reads what the Publisher wrote: the ID from Nats-Msg-Id, Key and
+// Type from Outbox-Key-Base64 and Outbox-Type-Base64 when they are set
+// (base64 of a key or type a NATS header would alter: leading or trailing
+// spaces or TABs, CR, LF), else from Outbox-Key and Outbox-Type, so that
+// the handler gets them byte for byte as they were enqueued; CreatedAt
+// from Outbox-Created-At; the other headers, but Nats-* and the
+// publisher's own, as inbox.Message.Headers. A message whose ID or
+// encoded headers cannot be read is dead-lettered at once.
+//
+// # Subscriber refusals
+//
+// The subscriber works on a connection the caller makes: a server that
+// refuses its credentials fails nats.Connect. Start asks JetStream for the
+// account's information first, and fails at once, saying so, when the
+// server refuses JetStream to the account.
+//
+// # Delivery
+//
+// Each message runs through Inbox.Handle: the handler's effect and the
+// message's inbox record commit in one transaction, and only then is the
+// message acknowledged (and the ack confirmed by the server). A duplicate —
+// a message whose ID the inbox holds already — is acknowledged without
+// running the handler. A crash between commit and ack makes JetStream
+// redeliver the message after AckWait; the redelivery is a duplicate, so the
+// effect happens once.
+//
+// A failed handler is negatively acknowledged with a delay that doubles with
+// each delivery (SubscriberConfig.Backoff, of subscribers.Options). After
+// MaxDeliveries deliveries, or at once for an error marked inbox.Permanent
+// or a message without a usable Nats-Msg-Id (or with an encoded key or type
+// that is not base64), the message is published to
+// SubscriberConfig.DeadLetterSubject with the error in the Outbox-Error
+// header, and then acknowledged. The hooks (subscribers.Hooks) see each
+// settlement as a subscribers.Settlement whose Source is the subject.
+//
+// The subscriber counts deliveries itself and leaves the server's MaxDeliver
+// unlimited: a message the server stops delivering stays in the stream,
+// unacknowledged and never dead-lettered. Here a message delivered more than
+// MaxDeliveries times (its earlier deliveries ended in a crash or a stall)
+// is dead-lettered without running the handler again — unless the inbox
+// shows it was handled, in which case it is acknowledged — and a message
+// whose dead-letter publish fails is redelivered until the publish
+// succeeds. (The server refuses a consumer BackOff list with an unlimited
+// MaxDeliver, so retries are spaced by NakWithDelay, and a crashed
+// consumer's messages come back after AckWait.)
+//
+// # Stop
+//
+// Stop stops fetching, lets in-flight handlers finish and acknowledges
+// their messages; messages fetched but not yet started are handed back
+// (Nak) for another instance. Several instances may share one durable
+// consumer: JetStream gives each message to one at a time, and the inbox
+// catches the redeliveries that overlap.
+//
+// While the connection is down (when Stop is called, or while it waits),
+// and once Stop's context has ended, Stop does not wait on the server: it
+// stops the iterator instead of draining it, and acks stop waiting for
+// their confirmation. The in-flight handlers still finish and commit.
+// Nothing is lost: what is left unacknowledged JetStream redelivers after
+// AckWait, and a message whose handler committed comes back as a
+// duplicate.
 package nats

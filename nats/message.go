@@ -105,26 +105,32 @@ func (p *Publisher) subject(topic string) string {
 	switch {
 	case p.cfg.Subject != nil:
 		return p.cfg.Subject(topic)
-	case p.cfg.SubjectPrefix != "":
+	case p.cfg.prefixed():
 		return p.cfg.SubjectPrefix + "." + topic
 	default:
 		return topic
 	}
 }
 
-// checkSubject accepts a subject a publisher may publish to: non-empty
-// tokens separated by '.', no whitespace or control characters, no
-// wildcards.
-func checkSubject(s string) error {
+// checkSubject accepts a subject: non-empty tokens separated by '.', no
+// whitespace or control characters; wildcards only when allowed (a
+// consumer's filter), '>' only last. A publisher publishes to none.
+func checkSubject(s string, wildcards bool) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty", nats.ErrBadSubject)
 	}
-	for _, tok := range strings.Split(s, ".") {
+	toks := strings.Split(s, ".")
+	for i, tok := range toks {
 		switch {
 		case tok == "":
 			return fmt.Errorf("%w %q: empty token", nats.ErrBadSubject, s)
 		case tok == "*" || tok == ">":
-			return fmt.Errorf("%w %q: wildcard", nats.ErrBadSubject, s)
+			if !wildcards {
+				return fmt.Errorf("%w %q: wildcard", nats.ErrBadSubject, s)
+			}
+			if tok == ">" && i != len(toks)-1 {
+				return fmt.Errorf("%w %q: '>' not last", nats.ErrBadSubject, s)
+			}
 		}
 		for _, r := range tok {
 			if r <= ' ' || r == 0x7f {
@@ -160,7 +166,7 @@ func checkHeader(k, v string) error {
 // as the server counts it against max_payload (headers + payload).
 func (p *Publisher) natsMsg(m *outbox.Message) (*nats.Msg, int, error) {
 	subj := p.subject(m.Topic)
-	if err := checkSubject(subj); err != nil {
+	if err := checkSubject(subj, false); err != nil {
 		return nil, 0, fmt.Errorf("topic %q: %w", m.Topic, err)
 	}
 	h := make(nats.Header, len(m.Headers)+4)

@@ -13,7 +13,7 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/hostile"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 )
 
 // probeValues are header values to send through NATS as they are: the
@@ -58,8 +58,8 @@ func TestPlainHeaderValue(t *testing.T) {
 				}
 				v := vs[i]
 				same := m.Headers().Get("Probe") == v
-				if same != natspub.PlainHeaderValue(v) {
-					t.Errorf("value %q arrived as %q, but PlainHeaderValue says %v", v, m.Headers().Get("Probe"), natspub.PlainHeaderValue(v))
+				if same != outboxnats.PlainHeaderValue(v) {
+					t.Errorf("value %q arrived as %q, but PlainHeaderValue says %v", v, m.Headers().Get("Probe"), outboxnats.PlainHeaderValue(v))
 				}
 			}
 		})
@@ -88,25 +88,25 @@ func TestKeyAndTypeHeaders(t *testing.T) {
 	got := natstest.WaitForCount(t, b.js, b.stream, len(msgs), 10*time.Second)
 	byID := map[string]jetstream.Msg{}
 	for _, m := range got {
-		byID[m.Headers().Get(natspub.HeaderMsgID)] = m
+		byID[m.Headers().Get(outboxnats.HeaderMsgID)] = m
 	}
 	for _, m := range msgs {
 		h := byID[m.ID.String()].Headers()
-		key, typ, err := natspub.KeyAndType(h)
+		key, typ, err := outboxnats.KeyAndType(h)
 		if err != nil || key != m.Key || typ != m.Type {
 			t.Errorf("key and type %q: KeyAndType = %q, %q, %v", m.Key, key, typ, err)
 		}
-		_, plain := h[natspub.HeaderKey]
-		_, enc := h[natspub.HeaderKeyBase64]
+		_, plain := h[outboxnats.HeaderKey]
+		_, enc := h[outboxnats.HeaderKeyBase64]
 		switch {
 		case m.Key == "" && (plain || enc):
 			t.Errorf("empty key: headers %v", h)
 		case m.Key != "" && plain == enc:
 			t.Errorf("key %q: plain header %v, encoded header %v; want exactly one", m.Key, plain, enc)
-		case m.Key != "" && plain != natspub.PlainHeaderValue(m.Key):
+		case m.Key != "" && plain != outboxnats.PlainHeaderValue(m.Key):
 			t.Errorf("key %q: in the plain header %v", m.Key, plain)
 		}
-		if _, plainType := h[natspub.HeaderType]; m.Type != "" && plainType != natspub.PlainHeaderValue(m.Type) {
+		if _, plainType := h[outboxnats.HeaderType]; m.Type != "" && plainType != outboxnats.PlainHeaderValue(m.Type) {
 			t.Errorf("type %q: in the plain header %v", m.Type, plainType)
 		}
 	}
@@ -114,10 +114,10 @@ func TestKeyAndTypeHeaders(t *testing.T) {
 
 func TestKeyAndTypeRefusesBadEncoding(t *testing.T) {
 	for _, h := range []nats.Header{
-		{natspub.HeaderKeyBase64: {"not base64!"}},
-		{natspub.HeaderTypeBase64: {"/w=="}}, // 0xff: not UTF-8
+		{outboxnats.HeaderKeyBase64: {"not base64!"}},
+		{outboxnats.HeaderTypeBase64: {"/w=="}}, // 0xff: not UTF-8
 	} {
-		if _, _, err := natspub.KeyAndType(h); err == nil {
+		if _, _, err := outboxnats.KeyAndType(h); err == nil {
 			t.Errorf("KeyAndType(%v) succeeded", h)
 		}
 	}
@@ -134,7 +134,7 @@ func TestOwnHeadersNotSpoofed(t *testing.T) {
 	}
 	got := natstest.WaitForCount(t, b.js, b.stream, 1, 10*time.Second)
 	h := got[0].Headers()
-	if len(h["outbox-key-base64"]) != 0 || len(h[natspub.HeaderType]) != 0 {
+	if len(h["outbox-key-base64"]) != 0 || len(h[outboxnats.HeaderType]) != 0 {
 		t.Fatalf("spoofed headers arrived: %v", h)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -16,7 +16,7 @@ import (
 // may stop.
 type privateBundle struct {
 	srv    *natstest.Server
-	pub    *natspub.Publisher
+	pub    *outboxnats.Publisher
 	read   func(n int) int
 	prefix string
 }
@@ -27,12 +27,12 @@ func setupPrivate(t *testing.T) privateBundle {
 	nc := srv.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
 	js := natstest.JetStream(t, nc)
-	pub := newPublisher(t, natspub.Config{URL: srv.URL(), SubjectPrefix: prefix})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix})
 	t.Cleanup(func() { _ = pub.Close() })
 	read := func(n int) int {
 		seen := map[string]bool{}
 		for _, m := range natstest.WaitForCount(t, js, stream, n, 30*time.Second) {
-			id := m.Headers().Get(natspub.HeaderMsgID)
+			id := m.Headers().Get(outboxnats.HeaderMsgID)
 			if seen[id] {
 				t.Errorf("message %s stored twice", id)
 			}
@@ -100,7 +100,7 @@ func TestOutageMidBatch(t *testing.T) {
 
 // retryUntilAcked re-publishes what fails, as the relay would, for up to
 // a minute.
-func retryUntilAcked(t *testing.T, p *natspub.Publisher, msgs []outbox.Message) {
+func retryUntilAcked(t *testing.T, p *outboxnats.Publisher, msgs []outbox.Message) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -19,14 +19,14 @@ import (
 // Publisher publishes outbox messages to NATS JetStream. It is safe for
 // concurrent use.
 type Publisher struct {
-	cfg     Config
+	cfg     PublisherConfig
 	nc      *nats.Conn
 	ownConn bool
 	js      jetstream.JetStream
-	acks    atomic.Pointer[acker] // set once by New
+	acks    atomic.Pointer[acker] // set once by NewPublisher
 	dups    atomic.Int64
 
-	denyMu sync.Mutex // orders the connection's reports of denials against New setting acks
+	denyMu sync.Mutex // orders the connection's reports of denials against NewPublisher setting acks
 	early  []func(*acker)
 
 	closed    atomic.Bool
@@ -39,7 +39,9 @@ var (
 	_ publishers.Checker   = (*Publisher)(nil)
 )
 
-// New connects to cfg.URL (unless cfg.Conn is set) and returns a Publisher.
+// NewPublisher connects to cfg.URL (unless cfg.Conn is set) and returns a
+// Publisher. A nil cfg means every default. It does not create
+// cfg.Stream: SetupStream does.
 //
 // The connection it makes reconnects forever, every cfg.ReconnectWait, and
 // does not buffer while disconnected (nats.ReconnectBufSize(-1)): a publish
@@ -49,19 +51,19 @@ var (
 // nats.ReconnectBufSize(-1) for the same behaviour.
 //
 // A server that refuses the credentials (authorization violation) fails
-// New with an error classified publishers.Misconfigured; one that cannot be
-// reached, with one classified publishers.Unavailable. Errors name the URL
-// with its secrets hidden.
-func New(cfg Config) (*Publisher, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+// NewPublisher with an error classified publishers.Misconfigured; one that
+// cannot be reached, with one classified publishers.Unavailable. Errors
+// name the URL with its secrets hidden.
+func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, nc: cfg.Conn, done: make(chan struct{})}
+	p := &Publisher{cfg: c, nc: c.Conn, done: make(chan struct{})}
 	if p.nc == nil {
-		nc, err := nats.Connect(cfg.URL, p.connOptions()...)
+		nc, err := nats.Connect(c.URL, p.connOptions()...)
 		if err != nil {
-			return nil, connError(cfg.URL, err)
+			return nil, connError(c.URL, err)
 		}
 		p.nc, p.ownConn = nc, true
 	}
@@ -76,7 +78,7 @@ func New(cfg Config) (*Publisher, error) {
 		return fail(err)
 	}
 	p.js = js
-	a, err := newAcker(p.nc, cfg.MaxPending, cfg.AckTimeout)
+	a, err := newAcker(p.nc, c.MaxPending, c.AckTimeout)
 	if err != nil {
 		return fail(err)
 	}
@@ -125,7 +127,8 @@ func (p *Publisher) connOptions() []nats.Option {
 	return append(opts, p.cfg.Options...)
 }
 
-// withAcker runs f on the acker, now or, before New has made it, then.
+// withAcker runs f on the acker, now or, before NewPublisher has made it,
+// then.
 func (p *Publisher) withAcker(f func(*acker)) {
 	p.denyMu.Lock()
 	defer p.denyMu.Unlock()
@@ -144,14 +147,9 @@ func errText(err error) string {
 	return redact.Text(err.Error())
 }
 
-// Capabilities: JetStream drops a re-sent Nats-Msg-Id within the stream's
-// duplicate window; a failed publish is not retried in order.
-func (p *Publisher) Capabilities() publishers.Capabilities {
-	return publishers.Capabilities{Dedup: true, OrderedRetries: false}
-}
-
 // Duplicates returns how many publishes JetStream acknowledged as
-// duplicates (dropped by the stream's duplicate window) since New.
+// duplicates (dropped by the stream's duplicate window) since
+// NewPublisher.
 func (p *Publisher) Duplicates() int64 { return p.dups.Load() }
 
 // Conn returns the connection the Publisher publishes on.
@@ -343,10 +341,10 @@ func (c *call) noStream(m *outbox.Message, subject string) error {
 	if c.jsErr != nil {
 		return classify(fmt.Errorf("nats publish %s to %q: no answer from JetStream: %w", m.ID, subject, c.jsErr))
 	}
-	return redacted(fmt.Errorf("nats publish %s: %w %q (create one, e.g. with EnsureStream or `nats stream add`)", m.ID, ErrNoStream, subject))
+	return redacted(fmt.Errorf("nats publish %s: %w %q (create one, e.g. with EnsureStream, PublisherConfig.Stream or `nats stream add`)", m.ID, ErrNoStream, subject))
 }
 
-// Close closes the connection when New made it, or else removes the
+// Close closes the connection when NewPublisher made it, or else removes the
 // publisher's subscription from the caller's connection. Publish calls
 // still waiting for acknowledgements return at once, their messages failed
 // as unavailable (ErrClosed). Every goroutine the publisher started has

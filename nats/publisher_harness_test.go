@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 )
@@ -55,7 +55,7 @@ var harness = publishertest.Harness{
 
 // refusal is a refused configuration on a private server of its own: the
 // suite's Setup gives the refusal's test an env on that server (good
-// credentials), and New a publisher with the bad ones.
+// credentials), and NewPublisher a publisher with the bad ones.
 type refusal struct {
 	name      string
 	start     func(testing.TB) *natstest.Server
@@ -83,7 +83,7 @@ func natsRefusal(name string, start func(testing.TB) *natstest.Server, good, bad
 			t.Fatal("no server: Setup did not run for this refusal")
 		}
 		tg := v.(target)
-		p, err := natspub.New(natspub.Config{URL: tg.srv.URLWith(bad), SubjectPrefix: tg.prefix, ReconnectWait: 50 * time.Millisecond})
+		p, err := outboxnats.NewPublisher(&outboxnats.PublisherConfig{URL: tg.srv.URLWith(bad), SubjectPrefix: tg.prefix, ReconnectWait: 50 * time.Millisecond})
 		if err != nil {
 			if strings.Contains(err.Error(), "wrong-") {
 				t.Errorf("the error shows the credentials: %v", err)
@@ -129,9 +129,10 @@ func env(t *testing.T, nc *nats.Conn, url string) (publishertest.Env, string) {
 	js := natstest.JetStream(t, nc)
 	return publishertest.Env{
 		NewPublisher: func(t *testing.T) publishers.Publisher {
-			return newPublisher(t, natspub.Config{URL: url, SubjectPrefix: prefix})
+			return newPublisher(t, &outboxnats.PublisherConfig{URL: url, SubjectPrefix: prefix})
 		},
 		Topic: testTopic,
+		Dedup: true, // JetStream drops a re-sent Nats-Msg-Id within the duplicate window
 		Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 			return received(t, prefix, natstest.WaitForCount(t, js, stream, n, timeout))
 		},
@@ -141,14 +142,14 @@ func env(t *testing.T, nc *nats.Conn, url string) (publishertest.Env, string) {
 
 // newPublisher returns a publisher made from cfg with a short reconnect
 // wait; the caller closes it.
-func newPublisher(t testing.TB, cfg natspub.Config) *natspub.Publisher {
+func newPublisher(t testing.TB, cfg *outboxnats.PublisherConfig) *outboxnats.Publisher {
 	t.Helper()
 	if cfg.ReconnectWait == 0 {
 		cfg.ReconnectWait = 50 * time.Millisecond
 	}
-	p, err := natspub.New(cfg)
+	p, err := outboxnats.NewPublisher(cfg)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewPublisher: %v", err)
 	}
 	return p
 }
@@ -165,7 +166,7 @@ func received(t *testing.T, prefix string, msgs []jetstream.Msg) []publishertest
 			headers[k] = h.Get(k)
 		}
 		out[i] = publishertest.Received{
-			ID:      h.Get(natspub.HeaderMsgID),
+			ID:      h.Get(outboxnats.HeaderMsgID),
 			Key:     documented(t, h, "Outbox-Key"),
 			Type:    documented(t, h, "Outbox-Type"),
 			Headers: headers,
@@ -192,6 +193,6 @@ func documented(t *testing.T, h nats.Header, name string) string {
 	return string(b)
 }
 
-func TestConformance(t *testing.T) {
+func TestPublisherConformance(t *testing.T) {
 	publishertest.Run(t, harness)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -23,7 +23,7 @@ import (
 type bundle struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	pub    *natspub.Publisher
+	pub    *outboxnats.Publisher
 	prefix string
 	stream string
 }
@@ -32,7 +32,7 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	nc := natstest.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
-	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: prefix})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: natstest.URL(), SubjectPrefix: prefix})
 	t.Cleanup(func() { _ = pub.Close() })
 	return bundle{nc: nc, js: natstest.JetStream(t, nc), pub: pub, prefix: prefix, stream: stream}
 }
@@ -67,7 +67,7 @@ func TestInvalidSubjectIsPermanent(t *testing.T) {
 		t.Fatalf("good message: %v", err)
 	}
 	got := natstest.WaitForCount(t, b.js, b.stream, 1, 10*time.Second)
-	if len(got) != 1 || got[0].Headers().Get(natspub.HeaderMsgID) != good.ID.String() {
+	if len(got) != 1 || got[0].Headers().Get(outboxnats.HeaderMsgID) != good.ID.String() {
 		t.Fatalf("stream holds %d messages, want only the good one", len(got))
 	}
 }
@@ -103,11 +103,11 @@ func TestHeaders(t *testing.T) {
 	}
 	h, subj := got[0].Headers(), got[0].Subject()
 	want := map[string]string{
-		natspub.HeaderMsgID:     m.ID.String(),
-		natspub.HeaderKey:       "k1",
-		natspub.HeaderType:      "OrderConfirmed",
-		natspub.HeaderCreatedAt: "2026-01-02T03:04:05.000000006Z",
-		"traceparent":           "tp",
+		outboxnats.HeaderMsgID:     m.ID.String(),
+		outboxnats.HeaderKey:       "k1",
+		outboxnats.HeaderType:      "OrderConfirmed",
+		outboxnats.HeaderCreatedAt: "2026-01-02T03:04:05.000000006Z",
+		"traceparent":              "tp",
 	}
 	for k, v := range want {
 		if h.Get(k) != v {
@@ -122,7 +122,7 @@ func TestHeaders(t *testing.T) {
 func TestSubjectFunc(t *testing.T) {
 	nc := natstest.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
-	pub := newPublisher(t, natspub.Config{
+	pub := newPublisher(t, &outboxnats.PublisherConfig{
 		URL:           natstest.URL(),
 		SubjectPrefix: "ignored",
 		Subject:       func(topic string) string { return prefix + ".mapped." + topic },
@@ -157,14 +157,14 @@ func TestDuplicatesCounted(t *testing.T) {
 // error says what is wrong.
 func TestNoStreamIsRetryable(t *testing.T) {
 	b := setup(t)
-	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: b.prefix + "_nostream"})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: natstest.URL(), SubjectPrefix: b.prefix + "_nostream"})
 	t.Cleanup(func() { _ = pub.Close() })
 	err := publish(t, pub, msg("t"))[0]
 	if err == nil || publishers.IsPermanent(err) || publishers.IsUnavailable(err) || publishers.IsMisconfigured(err) {
 		t.Fatalf("got %v, want an unclassified error", err)
 	}
 	want := `no JetStream stream captures subject "` + b.prefix + `_nostream.t"`
-	if !errors.Is(err, natspub.ErrNoStream) || !strings.Contains(err.Error(), want) {
+	if !errors.Is(err, outboxnats.ErrNoStream) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %q, want ErrNoStream saying %s", err, want)
 	}
 }
@@ -178,7 +178,7 @@ func TestStreamMaxMsgSizeIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: name})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: natstest.URL(), SubjectPrefix: name})
 	t.Cleanup(func() { _ = pub.Close() })
 	big, small := msg("t"), msg("t")
 	big.Payload = make([]byte, 1024)
@@ -195,7 +195,7 @@ func TestStreamMaxMsgSizeIsPermanent(t *testing.T) {
 // Check and in every publish.
 func TestJetStreamDisabledIsMisconfigured(t *testing.T) {
 	srv := natstest.StartServer(t, "", func(o *server.Options) { o.JetStream = false })
-	pub := newPublisher(t, natspub.Config{URL: srv.URL()})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL()})
 	t.Cleanup(func() { _ = pub.Close() })
 	if err := check(t, pub); !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) {
 		t.Errorf("Check: got %v, want Misconfigured", err)
@@ -207,7 +207,7 @@ func TestJetStreamDisabledIsMisconfigured(t *testing.T) {
 	}
 }
 
-func check(t *testing.T, p *natspub.Publisher) error {
+func check(t *testing.T, p *outboxnats.Publisher) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -238,9 +238,9 @@ func TestNewUnreachableRedactsURL(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close() // nothing listens there now
-	_, err = natspub.New(natspub.Config{URL: "nats://alice:s3cret@" + addr, ConnectTimeout: time.Second})
+	_, err = outboxnats.NewPublisher(&outboxnats.PublisherConfig{URL: "nats://alice:s3cret@" + addr, ConnectTimeout: time.Second})
 	if err == nil {
-		t.Fatal("New succeeded against a closed port")
+		t.Fatal("NewPublisher succeeded against a closed port")
 	}
 	if msg := err.Error(); strings.Contains(msg, "s3cret") || !strings.Contains(msg, "alice:xxxxx@"+addr) {
 		t.Fatalf("error %q: want the URL named with its password redacted", msg)
@@ -248,14 +248,20 @@ func TestNewUnreachableRedactsURL(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, cfg := range []natspub.Config{
+	for _, cfg := range []*outboxnats.PublisherConfig{
 		{MaxPending: -1},
 		{AckTimeout: -time.Second},
 		{SubjectPrefix: "a b"},
 		{SubjectPrefix: "a.*"},
+		{ConnectTimeout: -time.Second},
+		{ReconnectWait: -time.Second},
+		{Stream: "EVENTS", SubjectPrefix: outboxnats.NoSubjectPrefix},
+		{Stream: "EVENTS", Subject: func(topic string) string { return topic }},
+		{Stream: "EV.ENTS"},
+		{Stream: "EV ENTS"},
 	} {
-		if _, err := natspub.New(cfg); err == nil {
-			t.Errorf("New(%+v) succeeded, want a config error", cfg)
+		if _, err := outboxnats.NewPublisher(cfg); err == nil {
+			t.Errorf("NewPublisher(%+v) succeeded, want a config error", cfg)
 		}
 	}
 }
@@ -269,7 +275,7 @@ func TestCloseKeepsCallersConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	pub := newPublisher(t, natspub.Config{Conn: nc, SubjectPrefix: b.prefix})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{Conn: nc, SubjectPrefix: b.prefix})
 	if errs := publish(t, pub, msg("t")); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -282,7 +288,7 @@ func TestCloseKeepsCallersConn(t *testing.T) {
 	if n := nc.NumSubscriptions(); n != 0 {
 		t.Fatalf("%d subscriptions left on the caller's connection", n)
 	}
-	if err := publish(t, pub, msg("t"))[0]; !errors.Is(err, natspub.ErrClosed) {
+	if err := publish(t, pub, msg("t"))[0]; !errors.Is(err, outboxnats.ErrClosed) {
 		t.Fatalf("publish after Close: got %v, want ErrClosed", err)
 	}
 }
@@ -303,7 +309,7 @@ func TestEnsureStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := s.CachedInfo().Config
-	if len(cfg.Subjects) != 2 || cfg.Duplicates != natspub.DuplicateWindow {
+	if len(cfg.Subjects) != 2 || cfg.Duplicates != outboxnats.DuplicateWindow {
 		t.Fatalf("stream subjects %v, duplicate window %v", cfg.Subjects, cfg.Duplicates)
 	}
 }
@@ -322,7 +328,7 @@ func TestAckTimeout(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pub := newPublisher(t, natspub.Config{URL: natstest.URL(), SubjectPrefix: prefix, AckTimeout: 200 * time.Millisecond, MaxPending: 2})
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: natstest.URL(), SubjectPrefix: prefix, AckTimeout: 200 * time.Millisecond, MaxPending: 2})
 	t.Cleanup(func() { _ = pub.Close() })
 	for round := range 2 {
 		start := time.Now()

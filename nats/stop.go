@@ -68,7 +68,7 @@ func (s *Subscriber[TTx]) abandon() {
 }
 
 // serverContext bounds a wait on the server's answer (an ack's
-// confirmation, a dead-letter publish): Config.AckTimeout, ctx (the
+// confirmation, a dead-letter publish): SubscriberConfig.AckTimeout, ctx (the
 // handlers' context, which a hard Stop cancels), and a Stop that gave up
 // on the server.
 func (s *Subscriber[TTx]) serverContext(ctx context.Context) (context.Context, context.CancelFunc) {

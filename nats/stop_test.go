@@ -18,8 +18,9 @@ import (
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
-	"github.com/outboxgo/outbox/postgres/pginbox"
+	outboxnats "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // TestStopDuringOutage: Stop while the connection is down returns within
@@ -61,7 +62,7 @@ func testStopDuringOutage(t *testing.T, mode stopMode) {
 		t.Fatal(err)
 	}
 	px := tcpproxy.Start(t, u.Host)
-	e := newEnv(t, "nats://"+px.Addr)
+	e := newSubEnv(t, "nats://"+px.Addr)
 	in, pool, effects := effectsInbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -102,11 +103,11 @@ func testStopDuringOutage(t *testing.T, mode stopMode) {
 		_, err := tx.Exec(ctx, `INSERT INTO `+effects+` (msg_id) VALUES ($1)`, m.ID)
 		return err
 	}
-	c := subscribertest.Config{Inbox: in, Handler: h, Group: "stop", Concurrency: 1}
+	c := subscribertest.Config{Inbox: in, Handler: h, Group: "stop", Options: subscribers.Options{Concurrency: 1}}
 	nc := e.connect(t, e.subURL)
 	cfg := e.config(c)
 	cfg.AckTimeout = time.Minute // past Stop's context: Stop must not wait for it
-	sub, err := natssub.New(natstest.JetStream(t, nc), in, h, cfg)
+	sub, err := outboxnats.NewSubscriber(natstest.JetStream(t, nc), in, h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,18 +196,18 @@ func effectsInbox(t *testing.T) (in *inbox.Inbox[pgx.Tx], pool *pgxpool.Pool, ef
 	t.Helper()
 	pool = pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	d, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: schema})
+	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := d.Migrate(ctx); err != nil {
+	if err := db.Inbox().Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	effects = `"` + schema + `".effects`
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+effects+` (msg_id uuid NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return inbox.New(d, nil), pool, effects
+	return inbox.New(db.Inbox(), nil), pool, effects
 }

@@ -85,6 +85,18 @@ func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []st
 	return nil
 }
 
+// SetupStream makes sure PublisherConfig.Stream exists and captures the
+// publisher's subjects, SubjectPrefix + ".>", as EnsureStream does (and
+// fails as it does). It does nothing when Stream is empty. Call it once,
+// after NewPublisher; opening a nats:// URL with stream=… through package
+// backend does.
+func (p *Publisher) SetupStream(ctx context.Context) error {
+	if p.cfg.Stream == "" {
+		return nil
+	}
+	return p.EnsureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects())
+}
+
 // streamError describes the failure to create or update stream name,
 // naming the streams that hold the subjects when they overlap.
 func (p *Publisher) streamError(ctx context.Context, op, name string, subjects []string, err error) error {

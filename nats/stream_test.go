@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
-	natspub "github.com/outboxgo/outbox/nats"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -22,7 +22,7 @@ func TestEnsureStreamRefusesUnsafeSubjects(t *testing.T) {
 	ctx := context.Background()
 	for _, subjects := range [][]string{{">"}, {"*.>"}, {"*"}, {"*.*.*"}, {"ok.>", ">"}, {"$JS.API.>"}, {"$SYS.>"}, {"_INBOX.>"}} {
 		err := b.pub.EnsureStream(ctx, name, subjects)
-		if !errors.Is(err, natspub.ErrUnsafeSubjects) || !publishers.IsMisconfigured(err) {
+		if !errors.Is(err, outboxnats.ErrUnsafeSubjects) || !publishers.IsMisconfigured(err) {
 			t.Errorf("EnsureStream(%q): got %v, want ErrUnsafeSubjects, Misconfigured", subjects, err)
 		}
 	}
@@ -42,13 +42,13 @@ func TestEnsureStreamOverlap(t *testing.T) {
 	for name, nc := range map[string]*nats.Conn{"shared": natstest.Connect(t), "in-process": natstest.StartServer(t, "").Connect(t)} {
 		t.Run(name, func(t *testing.T) {
 			prefix, holder := natstest.NewStream(t, nc) // captures prefix.>
-			pub := newPublisher(t, natspub.Config{Conn: nc})
+			pub := newPublisher(t, &outboxnats.PublisherConfig{Conn: nc})
 			t.Cleanup(func() { _ = pub.Close() })
 			name := natstest.Name(t)
 			ctx := context.Background()
 			t.Cleanup(func() { _ = natstest.JetStream(t, nc).DeleteStream(context.Background(), name) })
 			err := pub.EnsureStream(ctx, name, []string{prefix + ".orders.>"})
-			if !errors.Is(err, natspub.ErrSubjectsOverlap) || !publishers.IsMisconfigured(err) ||
+			if !errors.Is(err, outboxnats.ErrSubjectsOverlap) || !publishers.IsMisconfigured(err) ||
 				!strings.Contains(err.Error(), holder) || !strings.Contains(err.Error(), prefix+".orders.>") {
 				t.Fatalf("create: got %v, want ErrSubjectsOverlap naming stream %s and the subject", err, holder)
 			}
@@ -57,7 +57,7 @@ func TestEnsureStreamOverlap(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = pub.EnsureStream(ctx, name, []string{name + ".>", prefix + ".x"})
-			if !errors.Is(err, natspub.ErrSubjectsOverlap) || !strings.Contains(err.Error(), holder) {
+			if !errors.Is(err, outboxnats.ErrSubjectsOverlap) || !strings.Contains(err.Error(), holder) {
 				t.Fatalf("update: got %v, want ErrSubjectsOverlap naming stream %s", err, holder)
 			}
 		})

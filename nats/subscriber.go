@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/consumer"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Subscriber consumes a durable JetStream pull consumer into an inbox. TTx
@@ -21,7 +22,7 @@ type Subscriber[TTx any] struct {
 	js  jetstream.JetStream
 	in  *inbox.Inbox[TTx]
 	h   inbox.Handler[TTx]
-	cfg Config
+	cfg SubscriberConfig
 	log *slog.Logger
 
 	lc   *consumer.Lifecycle // Stopping: fetch no more; Done: the reader, every worker and watch have returned
@@ -34,22 +35,25 @@ type Subscriber[TTx any] struct {
 }
 
 // errExhausted is the dead-letter reason for a message delivered more than
-// MaxDeliver times without a result (its consumer crashed or stalled).
-var errExhausted = errors.New("delivered more than MaxDeliver times without a result (the consumer crashed or stalled)")
+// MaxDeliveries times without a result (its consumer crashed or stalled).
+var errExhausted = errors.New("delivered more than MaxDeliveries times without a result (the consumer crashed or stalled)")
 
-// New returns a Subscriber that handles the messages of cfg.Durable with h
-// through in. It does not talk to the server until Start.
-func New[TTx any](js jetstream.JetStream, in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg Config) (*Subscriber[TTx], error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
+var _ subscribers.Subscriber = (*Subscriber[any])(nil)
+
+// NewSubscriber returns a Subscriber that handles the messages of
+// cfg.Durable with h through in, on js (the caller's connection, which it
+// leaves open). It does not talk to the server until Start.
+func NewSubscriber[TTx any](js jetstream.JetStream, in *inbox.Inbox[TTx], h inbox.Handler[TTx], cfg *SubscriberConfig) (*Subscriber[TTx], error) {
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if js == nil || in == nil || h == nil {
 		return nil, errors.New("nats subscriber: nil JetStream, inbox or handler")
 	}
 	gone, giveUp := context.WithCancel(context.Background())
-	return &Subscriber[TTx]{js: js, in: in, h: consumer.Safe(h), cfg: cfg,
-		log: cfg.Logger.With("stream", cfg.Stream, "consumer", cfg.Durable), lc: consumer.NewLifecycle("nats subscriber"),
+	return &Subscriber[TTx]{js: js, in: in, h: consumer.Safe(h), cfg: c,
+		log: c.Logger.With("stream", c.Stream, "consumer", c.Durable), lc: consumer.NewLifecycle("nats subscriber"),
 		gone: gone, giveUp: giveUp}, nil
 }
 
@@ -174,7 +178,7 @@ func (s *Subscriber[TTx]) read(work chan<- jetstream.Msg) {
 }
 
 // Run starts the subscriber and stops it when ctx ends, giving in-flight
-// handlers Config.ShutdownTimeout.
+// handlers Options.ShutdownTimeout.
 func (s *Subscriber[TTx]) Run(ctx context.Context) error {
 	return consumer.Run(ctx, s.Start, s.Stop, s.cfg.ShutdownTimeout)
 }
@@ -182,7 +186,7 @@ func (s *Subscriber[TTx]) Run(ctx context.Context) error {
 // process handles one delivery and settles it.
 func (s *Subscriber[TTx]) process(m jetstream.Msg) {
 	ctx := s.lc.Context()
-	st := Settlement{Subject: m.Subject()}
+	st := subscribers.Settlement{Source: m.Subject()}
 	md, err := m.Metadata()
 	if err != nil {
 		s.log.Error("nats subscriber: not a JetStream message", "subject", m.Subject(), "err", err)
@@ -196,18 +200,18 @@ func (s *Subscriber[TTx]) process(m jetstream.Msg) {
 	if err == nil {
 		stop = s.heartbeat(m)
 	}
-	r := consumer.Handle(ctx, s.in, s.h, msg, err, st.Delivery, s.cfg.MaxDeliver, errExhausted)
+	r := consumer.Handle(ctx, s.in, s.h, msg, err, st.Delivery, s.cfg.MaxDeliveries, errExhausted)
 	stop()
 	st.Outcome, st.Err = r.Outcome, r.Err
-	switch r.Verdict {
-	case consumer.Ack:
+	switch r.Action {
+	case subscribers.ActionAck:
 		s.ack(ctx, m, &st)
-	case consumer.Release: // a hard Stop cut the handler short: not its fault
-		st.Action = ActionNak
+	case subscribers.ActionRelease: // a hard Stop cut the handler short: not its fault
+		st.Action = subscribers.ActionRelease
 		_ = m.Nak()
-	case consumer.DeadLetter:
+	case subscribers.ActionDeadLetter:
 		s.deadLetter(ctx, m, md, &st, r.Err)
-	case consumer.Retry:
+	case subscribers.ActionRetry:
 		s.nak(m, &st)
 	}
 	if s.cfg.Hooks.AfterSettle != nil {
@@ -238,11 +242,11 @@ func (s *Subscriber[TTx]) heartbeat(m jetstream.Msg) (stop func()) {
 // ack acknowledges a committed (or duplicate) message and waits for the
 // server's confirmation, so a graceful Stop leaves nothing to redeliver. A
 // lost ack costs a redelivery, which the inbox drops as a duplicate.
-func (s *Subscriber[TTx]) ack(ctx context.Context, m jetstream.Msg, st *Settlement) {
+func (s *Subscriber[TTx]) ack(ctx context.Context, m jetstream.Msg, st *subscribers.Settlement) {
 	if s.cfg.Hooks.AfterCommit != nil {
 		s.cfg.Hooks.AfterCommit(st.Message, st.Outcome)
 	}
-	st.Action = ActionAck
+	st.Action = subscribers.ActionAck
 	actx, cancel := s.serverContext(ctx)
 	defer cancel()
 	if err := m.DoubleAck(actx); err != nil {
@@ -251,11 +255,11 @@ func (s *Subscriber[TTx]) ack(ctx context.Context, m jetstream.Msg, st *Settleme
 }
 
 // nak hands a failed message back for redelivery after the backoff.
-func (s *Subscriber[TTx]) nak(m jetstream.Msg, st *Settlement) {
-	st.Action = ActionNak
-	st.NakDelay = s.cfg.Backoff.delay(st.Delivery)
-	s.log.Info("nats subscriber: handler failed; redelivering", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.NakDelay, "err", st.Err)
-	if err := m.NakWithDelay(st.NakDelay); err != nil {
+func (s *Subscriber[TTx]) nak(m jetstream.Msg, st *subscribers.Settlement) {
+	st.Action = subscribers.ActionRetry
+	st.Delay = s.cfg.Backoff.Delay(st.Delivery)
+	s.log.Info("nats subscriber: handler failed; redelivering", "id", st.Message.ID, "delivery", st.Delivery, "delay", st.Delay, "err", st.Err)
+	if err := m.NakWithDelay(st.Delay); err != nil {
 		s.log.Warn("nats subscriber: nak", "id", st.Message.ID, "err", err)
 	}
 }
@@ -263,7 +267,7 @@ func (s *Subscriber[TTx]) nak(m jetstream.Msg, st *Settlement) {
 // deadLetter publishes the message to the dead-letter subject and
 // acknowledges it. When the publish fails the message is handed back, to be
 // dead-lettered on its next delivery.
-func (s *Subscriber[TTx]) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, st *Settlement, cause error) {
+func (s *Subscriber[TTx]) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, st *subscribers.Settlement, cause error) {
 	st.Err = cause
 	dl := deadLetterMsg(s.cfg.DeadLetterSubject, m, md, s.cfg.Durable, cause)
 	// The dedup ID makes a repeated dead-lettering (the Term was lost) a
@@ -277,7 +281,7 @@ func (s *Subscriber[TTx]) deadLetter(ctx context.Context, m jetstream.Msg, md *j
 		s.nak(m, st)
 		return
 	}
-	st.Action = ActionDeadLetter
+	st.Action = subscribers.ActionDeadLetter
 	s.log.Warn("nats subscriber: dead-lettered", "id", st.Message.ID, "delivery", st.Delivery, "subject", s.cfg.DeadLetterSubject, "err", cause)
 	// Acknowledged, not terminated: the ack is confirmed by the server (a
 	// Term is not), and a server before 2.10 leaves a Term with a reason
