@@ -5,12 +5,14 @@
 //
 // # Enqueue
 //
-// An Outbox writes messages through a store's Driver inside the caller's own
-// transaction. The transaction type is the driver's: *sql.Tx with
-// postgres.NewSQLDriver, pgx.Tx with postgres.NewPgxDriver.
+// An Outbox writes messages through a database's Driver inside the caller's
+// own transaction. Each database package gives one object per database
+// handle that is that Driver, the relay's store and the inbox's driver:
+// postgres.New(pool, cfg) for pgx.Tx, postgres.NewSQL, mysql.New and
+// sqlite.New for *sql.Tx.
 //
-//	d, _ := postgres.NewPgxDriver(nil) // table outbox.messages
-//	ob := outbox.New(d, nil)
+//	db, _ := postgres.New(pool, nil) // table outbox.messages
+//	ob := outbox.New(db, nil)
 //	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 //		if _, err := tx.Exec(ctx, `UPDATE orders SET status = 'confirmed' WHERE id = $1`, id); err != nil {
 //			return err
@@ -35,10 +37,24 @@
 // # Relay
 //
 // Package relay drains the table: it claims a batch (FOR UPDATE SKIP LOCKED,
-// so any number of relays may run), publishes it pipelined through a
-// publishers.Publisher, then marks or deletes it in one statement. Publish
-// first, mark after: a crash between the two publishes the batch again with
-// the same IDs; nothing is lost. The `outbox` command (cmd/outbox) runs it.
+// so any number of relays may run) from db.Store(), publishes it pipelined
+// through a publishers.Publisher, then marks or deletes it in one
+// statement. Publish first, mark after: a crash between the two publishes
+// the batch again with the same IDs; nothing is lost. The `outbox` command
+// (cmd/outbox) runs it.
+//
+// # Layout
+//
+// The root module holds what every user needs and no client library: this
+// package (Message, Enqueue, Config, errors, Backoff), the contracts —
+// stores (a database as the relay sees it), publishers, subscribers and
+// inbox — with their conformance suites, the relay, and backend, the
+// registry of backends by URL scheme. Each backend is a package and a
+// module of its own, holding all of that backend: postgres, mysql and
+// sqlite (enqueue, the relay's store, the inbox, versioned migrations);
+// nats, kafka, rabbitmq and redis (a publisher and a subscriber). A
+// service that imports postgres and nats gets pgx and nats.go, and no other
+// backend's client.
 //
 // # Time
 //

@@ -367,5 +367,9 @@ func textbookBatch(ctx context.Context, e *env) (int, error) {
 
 // newStore is a store on pool for e's table.
 func newStore(pool *pgxpool.Pool, e *env) (stores.Store, error) {
-	return postgres.New(pool, e.cfg)
+	db, err := postgres.New(pool, e.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return db.Store(), nil
 }

@@ -114,17 +114,15 @@ func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Conf
 	}
 	cfg.Schema = e.name
 	e.cfg = &cfg
-	if e.store, err = postgres.New(pool, e.cfg); err != nil {
-		return nil, err
-	}
-	if err := e.store.Migrate(ctx); err != nil {
-		return nil, err
-	}
-	d, err := postgres.NewPgxDriver(e.cfg)
+	db, err := postgres.New(pool, e.cfg)
 	if err != nil {
 		return nil, err
 	}
-	e.ob = outbox.New(d, nil)
+	e.store = db.Store()
+	if err := e.store.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	e.ob = outbox.New(db, nil)
 
 	if e.nc, err = nats.Connect(r.o.NatsURL, nats.Name("outbox-bench")); err != nil {
 		return nil, err
@@ -187,7 +185,7 @@ func (e *env) extraPool(ctx context.Context, maxConns int) (*pgxpool.Pool, error
 
 // publisher returns our JetStream publisher on subjects name.<topic>.
 func (e *env) publisher() (*natspub.Publisher, error) {
-	p, err := natspub.New(natspub.Config{URL: e.o.NatsURL, SubjectPrefix: e.name})
+	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: e.o.NatsURL, SubjectPrefix: e.name})
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
+	natspub "github.com/outboxgo/outbox/nats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,7 +128,7 @@ func TestProviderFailsNoNotification(t *testing.T) {
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters, want the command", len(dead))
 	}
-	if e := dead[0].Headers().Get(natssub.HeaderError); e != "provider: 503 Service Unavailable" {
+	if e := dead[0].Headers().Get(natspub.HeaderError); e != "provider: 503 Service Unavailable" {
 		t.Fatalf("dead letter's error %q", e)
 	}
 	if c := b.calls.Load(); c != 3 {

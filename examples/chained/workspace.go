@@ -15,10 +15,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	natspub "github.com/outboxgo/outbox/nats"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/postgres"
-	"github.com/outboxgo/outbox/postgres/pginbox"
 	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // Topics of the flow.
@@ -66,38 +65,27 @@ type UpdateCompleted struct {
 type App struct {
 	cfg      Config
 	pool     *pgxpool.Pool
-	store    *postgres.Store
+	db       *postgres.DB
 	ob       *outbox.Outbox[pgx.Tx]
 	in       *inbox.Inbox[pgx.Tx]
-	inboxDrv *pginbox.PgxDriver
 	provider Provider
 }
 
 // NewApp wires the outbox and the inbox to pool, in cfg.Schema.
 func NewApp(pool *pgxpool.Pool, cfg Config, provider Provider) (*App, error) {
-	scfg := &postgres.Config{Schema: cfg.Schema}
-	store, err := postgres.New(pool, scfg)
+	// One object serves the outbox (enqueue and the relay's store) and the
+	// worker's inbox.
+	db, err := postgres.New(pool, &postgres.Config{Schema: cfg.Schema, InboxTable: "workspace_worker_inbox"})
 	if err != nil {
 		return nil, err
 	}
-	od, err := postgres.NewPgxDriver(scfg)
-	if err != nil {
-		return nil, err
-	}
-	id, err := pginbox.NewPgx(pool, &pginbox.Config{Schema: cfg.Schema, Table: "workspace_worker_inbox"})
-	if err != nil {
-		return nil, err
-	}
-	return &App{cfg: cfg, pool: pool, store: store, ob: outbox.New(od, nil), in: inbox.New(id, nil),
-		inboxDrv: id, provider: provider}, nil
+	return &App{cfg: cfg, pool: pool, db: db, ob: outbox.New(db, nil), in: inbox.New(db.Inbox(), nil),
+		provider: provider}, nil
 }
 
 // Migrate creates the outbox, the inbox and the example's tables.
 func (a *App) Migrate(ctx context.Context) error {
-	if err := a.store.Migrate(ctx); err != nil {
-		return err
-	}
-	if err := a.inboxDrv.Migrate(ctx); err != nil {
+	if err := a.db.Migrate(ctx); err != nil { // the outbox and the inbox tables
 		return err
 	}
 	_, err := a.pool.Exec(ctx, fmt.Sprintf(`
@@ -166,25 +154,26 @@ func (a *App) HandleUpdateRequested(ctx context.Context, tx pgx.Tx, m inbox.Mess
 type Running struct {
 	relay  *relay.Relay
 	pub    *natspub.Publisher
-	worker *natssub.Subscriber[pgx.Tx]
+	worker *natspub.Subscriber[pgx.Tx]
 }
 
 // Start runs the relay (outbox → NATS) and the worker (NATS → inbox).
 func (a *App) Start(ctx context.Context, natsURL string, js jetstream.JetStream) (*Running, error) {
-	pub, err := natspub.New(natspub.Config{URL: natsURL, SubjectPrefix: a.cfg.Prefix})
+	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: natsURL, SubjectPrefix: a.cfg.Prefix})
 	if err != nil {
 		return nil, err
 	}
-	r, err := relay.New(a.store, pub, &relay.Config{PollInterval: 100 * time.Millisecond})
+	r, err := relay.New(a.db.Store(), pub, &relay.Config{PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		_ = pub.Close()
 		return nil, err
 	}
-	w, err := natssub.New(js, a.in, a.HandleUpdateRequested, natssub.Config{
+	w, err := natspub.NewSubscriber(js, a.in, a.HandleUpdateRequested, &natspub.SubscriberConfig{
 		Stream: a.cfg.Stream, Durable: "workspace-worker", SubjectPrefix: a.cfg.Prefix,
 		FilterSubjects:    []string{a.cfg.Prefix + "." + TopicRequested},
-		DeadLetterSubject: a.cfg.DeadSubject, MaxDeliver: a.cfg.MaxDeliver,
-		Backoff: natssub.Backoff{Min: a.cfg.Retry, Max: 10 * a.cfg.Retry},
+		DeadLetterSubject: a.cfg.DeadSubject,
+		Options: subscribers.Options{MaxDeliveries: a.cfg.MaxDeliver,
+			Backoff: outbox.Backoff{Min: a.cfg.Retry, Max: 10 * a.cfg.Retry}},
 	})
 	if err != nil {
 		_ = pub.Close()

@@ -20,8 +20,8 @@ import (
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	natspub "github.com/outboxgo/outbox/nats"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/publishers"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // natsBroker is a private in-process nats-server with JetStream, its
@@ -155,7 +155,7 @@ func (b *natsBroker) republished() (int, bool) {
 // a relay restarted while the broker (or the path to it) is down starts
 // anyway and connects when it can.
 func natsRelayPublisher(log *slog.Logger) (publishers.Publisher, error) {
-	return natspub.New(natspub.Config{URL: os.Getenv(envBroker), SubjectPrefix: os.Getenv(envPrefix),
+	return natspub.NewPublisher(&natspub.PublisherConfig{URL: os.Getenv(envBroker), SubjectPrefix: os.Getenv(envPrefix),
 		Name: "outbox-faults-relay", ReconnectWait: 50 * time.Millisecond, AckTimeout: 5 * time.Second,
 		Options: []nats.Option{nats.RetryOnFailedConnect(true)}, Logger: log})
 }
@@ -173,11 +173,13 @@ func natsSubscribe(ctx context.Context, in *inbox.Inbox[*sql.Tx], h inbox.Handle
 	if err != nil {
 		return err
 	}
-	sub, err := natssub.New(js, in, h, natssub.Config{Stream: os.Getenv("OUTBOX_FAULTS_NATS_STREAM"), Durable: natsDurable,
+	sub, err := natspub.NewSubscriber(js, in, h, &natspub.SubscriberConfig{Stream: os.Getenv("OUTBOX_FAULTS_NATS_STREAM"), Durable: natsDurable,
 		SubjectPrefix: os.Getenv(envPrefix), DeadLetterSubject: os.Getenv("OUTBOX_FAULTS_NATS_DLQ") + ".dead",
-		MaxDeliver: 10000, Backoff: natssub.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
-		AckWait: 5 * time.Second, Concurrency: 4, AckTimeout: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
-		Hooks: natssub.Hooks{AfterCommit: printDup}})
+		AckWait: 5 * time.Second, AckTimeout: 2 * time.Second,
+		Options: subscribers.Options{MaxDeliveries: 10000,
+			Backoff:     outbox.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2},
+			Concurrency: 4, ShutdownTimeout: 5 * time.Second,
+			Hooks: subscribers.Hooks{AfterCommit: printDup}}})
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func relayProcess() int {
 		return 1
 	}
 	s := db.Store()
-	pub, err := natspub.New(natspub.Config{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix),
+	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: os.Getenv(envNATS), SubjectPrefix: os.Getenv(envPrefix),
 		ReconnectWait: 50 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -18,7 +18,7 @@ func TestBrokerOutage(t *testing.T) {
 	nc := srv.Connect(t)
 	b.prefix, b.stream = natstest.NewStream(t, nc)
 	b.js = natstest.JetStream(t, nc)
-	pub, err := natspub.New(natspub.Config{URL: srv.URL(), SubjectPrefix: b.prefix, ReconnectWait: 50 * time.Millisecond})
+	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: srv.URL(), SubjectPrefix: b.prefix, ReconnectWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func setup(t testing.TB) *bundle {
 
 func (b *bundle) publisher(t testing.TB) *natspub.Publisher {
 	t.Helper()
-	p, err := natspub.New(natspub.Config{URL: b.natsURL, SubjectPrefix: b.prefix, ReconnectWait: 50 * time.Millisecond})
+	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: b.natsURL, SubjectPrefix: b.prefix, ReconnectWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

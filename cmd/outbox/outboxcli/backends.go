@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outboxgo/outbox/backend"
+	"github.com/outboxgo/outbox/internal/redact"
 
 	// The backends the command line offers, each registering its URL
 	// schemes: adding one is adding a line here.
@@ -36,6 +37,9 @@ func paramFlags(fl *pflag.FlagSet) map[string]*paramFlag {
 	usage := map[string][]string{}
 	for _, b := range backend.Brokers() {
 		for _, p := range b.Params {
+			if redact.SecretKey(p.Name) {
+				continue // a secret on the command line shows in ps: URL only
+			}
 			name := strings.ReplaceAll(p.Name, "_", "-")
 			pf := out[name]
 			if pf == nil {

@@ -92,15 +92,19 @@ func (f *relayFlags) brokerURL() (string, error) {
 
 // checkBroker validates --broker-url and the parameter flags without
 // connecting: the scheme, that each flag given is one of this broker's, and
-// the parameters' values.
-func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks) {
+// the parameters' values. what names the broker in messages.
+func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks, what string) {
 	b, err := backend.LookupBroker(f.rawBrokerURL)
 	if err != nil {
 		c.add(flagError("broker-url", err))
 		return
 	}
 	ok := true
+	var given []string
 	for name, pf := range f.params {
+		if cmd.Flags().Changed(name) {
+			given = append(given, g.flagRef(cmd, name))
+		}
 		if pf.changed && !slices.Contains(pf.brokers, b.Name) {
 			c.add(fmt.Errorf("%s is a %s setting, and --broker-url is a %s:// URL",
 				g.flagRef(cmd, name), strings.Join(pf.brokers, " and "), backend.Scheme(f.rawBrokerURL)))
@@ -113,6 +117,11 @@ func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks) {
 	u, err := f.brokerURL()
 	if err == nil {
 		err = b.Validate(u)
+	}
+	if err != nil && len(given) > 0 {
+		// The URL in the message has the flags' values as parameters.
+		slices.Sort(given)
+		err = fmt.Errorf("%s with %s: %w", what, strings.Join(given, ", "), err)
 	}
 	c.add(err)
 }

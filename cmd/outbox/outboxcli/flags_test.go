@@ -53,10 +53,10 @@ func TestRelayFlagBounds(t *testing.T) {
 		{relay("--keyed-failure", "dead-letter", "--unordered"), []string{"--keyed-failure and --unordered do not go together"}},
 		{relay("--broker-url", "nats://127.0.0.1:1", "--data-dir", "x"), []string{"--broker-url and --data-dir do not go together"}},
 		{relay("--broker-url", "nats://127.0.0.1:1", "--embedded-port", "4222"), []string{"--broker-url and --embedded-port do not go together"}},
-		{relay("--broker-url", "nats://127.0.0.1:1", "--stream", "EVENTS", "--subject-prefix", ""), []string{"--subject-prefix is empty", "every subject (>)"}},
-		{relay("--subject-prefix", ""), []string{"--subject-prefix is empty"}},
-		{relay("--subject-prefix", "app.>"), []string{"--subject-prefix app.>: want dot-separated tokens"}},
-		{relay("--subject-prefix", "app..x"), []string{"--subject-prefix app..x"}},
+		{relay("--broker-url", "nats://127.0.0.1:1", "--stream", "EVENTS", "--subject-prefix", ""), []string{"--broker-url with --stream, --subject-prefix:", "subject_prefix is empty", "every subject (>)"}},
+		{relay("--subject-prefix", ""), []string{"with --subject-prefix:", "subject_prefix is empty"}},
+		{relay("--subject-prefix", "app.>"), []string{"with --subject-prefix:", `subject_prefix: "app.>": want dot-separated tokens`}},
+		{relay("--subject-prefix", "app..x"), []string{"with --subject-prefix:", `"app..x"`}},
 		{relay("--broker-url", "mqtt://x"), []string{"unsupported scheme"}},
 	} {
 		rejected(t, c.args, c.want...)

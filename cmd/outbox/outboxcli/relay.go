@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/backend"
-	"github.com/outboxgo/outbox/stores"
 	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // Bounds of the relay's flags, in --help.
@@ -67,7 +67,9 @@ A claim holds its events for --claim-timeout; --publish-timeout must be
 shorter, or a slow publish lets a second relay publish the same events.
 
 Without --broker-url it runs an embedded NATS JetStream server under
---data-dir and prints its URL, for trying things out.
+--data-dir and prints its URL, for trying things out: topic T goes to
+subject outbox.T (--subject-prefix), captured by the stream OUTBOX
+(--stream).
 
 Brokers, by URL scheme, and the URL parameters each reads; a flag of the
 parameter's name (--stream for ?stream=) overrides the URL's:
@@ -130,11 +132,18 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	if f.rawBrokerURL != "" {
 		c.conflict("broker-url", "data-dir", "--data-dir is the embedded broker's, which runs only without --broker-url")
 		c.conflict("broker-url", "embedded-port", "--embedded-port is the embedded broker's, which runs only without --broker-url")
-		f.checkBroker(cmd, g, c)
+		f.checkBroker(cmd, g, c, "--broker-url")
 	} else if p := f.params["subject-prefix"]; p.changed {
-		// The embedded broker: its URL is known only once it runs.
+		// The embedded broker: its URL is known only once it runs, and
+		// its stream captures the prefix's subjects.
 		f.rawBrokerURL = "nats://127.0.0.1:4222"
-		f.checkBroker(cmd, g, c)
+		stream := f.params["stream"]
+		saved := *stream
+		if !stream.changed {
+			stream.value, stream.changed = embeddedStream, true
+		}
+		f.checkBroker(cmd, g, c, "the embedded broker")
+		*stream = saved
 		f.rawBrokerURL = ""
 	}
 	g.checkDB(c)

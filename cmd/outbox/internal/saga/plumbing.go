@@ -16,9 +16,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	natspub "github.com/outboxgo/outbox/nats"
-	natssub "github.com/outboxgo/outbox/nats/natssub"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/sqlite"
+	"github.com/outboxgo/outbox/subscribers"
 )
 
 // The broker's names: one stream carries both services' events, another
@@ -148,7 +148,7 @@ func (rs *relays) start(ctx context.Context, svc *service, hook func(*relayProc,
 		return nil, err
 	}
 	store := d.Store()
-	pub, err := natspub.New(natspub.Config{
+	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{
 		URL: rs.url, Name: name, SubjectPrefix: subjectPrefix,
 		ReconnectWait: 50 * time.Millisecond,
 		// Start even while the broker is down (a relay replacing a
@@ -249,28 +249,30 @@ type counts struct {
 
 // subscribe starts svc's subscriber: the durable consumer named after svc
 // reads subject saga.<topic> and runs h through svc's inbox.
-func subscribe(ctx context.Context, js jetstream.JetStream, svc *service, topic string, h inbox.Handler[*sql.Tx], c *counts, logger *slog.Logger) (*natssub.Subscriber[*sql.Tx], error) {
-	sub, err := natssub.New(js, svc.in, h, natssub.Config{
+func subscribe(ctx context.Context, js jetstream.JetStream, svc *service, topic string, h inbox.Handler[*sql.Tx], c *counts, logger *slog.Logger) (*natspub.Subscriber[*sql.Tx], error) {
+	sub, err := natspub.NewSubscriber(js, svc.in, h, &natspub.SubscriberConfig{
 		Stream:            streamName,
 		Durable:           svc.name,
 		FilterSubjects:    []string{subjectPrefix + "." + topic},
 		SubjectPrefix:     subjectPrefix,
 		DeadLetterSubject: deadPrefix + "." + svc.name,
 		AckWait:           ackWait,
-		Concurrency:       4,
-		Backoff:           natssub.Backoff{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2},
-		ShutdownTimeout:   5 * time.Second,
-		Logger:            logger.With("consumer", svc.name),
-		Hooks: natssub.Hooks{AfterSettle: func(st natssub.Settlement) {
-			switch {
-			case st.Action != natssub.ActionAck:
-				c.failed.Add(1)
-			case st.Outcome == inbox.Handled:
-				c.handled.Add(1)
-			case st.Outcome == inbox.Duplicate:
-				c.duplicates.Add(1)
-			}
-		}},
+		Options: subscribers.Options{
+			Concurrency:     4,
+			Backoff:         outbox.Backoff{Min: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+			ShutdownTimeout: 5 * time.Second,
+			Logger:          logger.With("consumer", svc.name),
+			Hooks: subscribers.Hooks{AfterSettle: func(st subscribers.Settlement) {
+				switch {
+				case st.Action != subscribers.ActionAck:
+					c.failed.Add(1)
+				case st.Outcome == inbox.Handled:
+					c.handled.Add(1)
+				case st.Outcome == inbox.Duplicate:
+					c.duplicates.Add(1)
+				}
+			}},
+		},
 	})
 	if err != nil {
 		return nil, err
