@@ -193,7 +193,7 @@ func (p *memPub) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	return fn(ctx, msgs)
 }
 
-func (p *memPub) Close() error                          { return nil }
+func (p *memPub) Close() error { return nil }
 
 // every returns a script that fails every message with err.
 func every(err error) func(context.Context, []outbox.Message) []error {
