@@ -7,9 +7,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// Driver writes messages inside the caller's transaction. Each store provides
-// one per transaction type it accepts: stores/postgres has one for *sql.Tx
-// and one for pgx.Tx.
+// Driver writes messages inside the caller's transaction. Each database
+// package's object is one, for the transaction type it accepts: postgres.New
+// for pgx.Tx, postgres.NewSQL, mysql.New and sqlite.New for *sql.Tx.
 type Driver[TTx any] interface {
 	// InsertTx inserts msgs, already validated and with ID and CreatedAt
 	// set, in one round trip inside tx. It must not commit, and it must fail

@@ -5,13 +5,13 @@
 //
 // # Handling a message
 //
-// An Inbox is generic over the transaction type, like outbox.Outbox: pgx.Tx
-// with pginbox.NewPgx, *sql.Tx with pginbox.NewSQL (package inbox/pginbox),
-// mysqlinbox.New (MySQL/MariaDB, package inbox/mysqlinbox) or
-// sqliteinbox.New (package inbox/sqliteinbox).
+// An Inbox is generic over the transaction type, like outbox.Outbox. Its
+// Driver is the Inbox() of a database package's object, the same one that
+// enqueues and serves the relay: pgx.Tx with postgres.New, *sql.Tx with
+// postgres.NewSQL, mysql.New (MySQL/MariaDB) or sqlite.New.
 //
-//	d, _ := pginbox.NewPgx(pool, nil) // table outbox.inbox
-//	in := inbox.New(d, nil)
+//	db, _ := postgres.New(pool, nil) // table outbox.inbox
+//	in, err := inbox.New(db.Inbox(), nil)
 //	outcome, err := in.Handle(ctx, msg, func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 //		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = $1`, m.Key)
 //		return err
@@ -67,7 +67,8 @@
 //
 // # Brokers
 //
-// Subscribers that feed an Inbox from a broker live under subscribers/
-// (subscribers/nats for NATS JetStream). They acknowledge a message only
-// after its transaction committed, or when it was a duplicate.
+// Each broker package has a subscriber that feeds an Inbox (nats,
+// kafka, rabbitmq, redis: NewSubscriber), all under the contract of package
+// subscribers. They acknowledge a message only after its transaction
+// committed, or when it was a duplicate.
 package inbox

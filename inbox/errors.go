@@ -11,7 +11,8 @@ var (
 	ErrInvalidMessage = errors.New("inbox: invalid message")
 
 	// ErrSchemaMissing is returned when the inbox table does not exist. Call
-	// the driver's Migrate, or apply inbox/pginbox/migrations.
+	// the driver's Migrate (or the database object's), or apply the plain
+	// SQL under the database package's migrations/.
 	ErrSchemaMissing = errors.New("inbox: table missing (run the inbox driver's Migrate)")
 
 	// ErrPermanent marks an error that no retry can cure. Subscribers

@@ -12,7 +12,8 @@ import (
 )
 
 // Driver is an inbox table in a database, for one transaction type.
-// Package inbox/pginbox has one for pgx.Tx and one for *sql.Tx.
+// A database package's object gives it: postgres.New(pool).Inbox() for
+// pgx.Tx, postgres.NewSQL, mysql.New and sqlite.New for *sql.Tx.
 type Driver[TTx any] interface {
 	// RunTx runs fn in a new transaction. It commits when fn returns nil
 	// and rolls back otherwise (a panic included), returning fn's error
@@ -29,7 +30,8 @@ type Driver[TTx any] interface {
 	Purge(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
-// Config configures an Inbox. The zero value is ready to use.
+// Config configures an Inbox. The zero value is ready to use: zero means
+// the default, for every field.
 type Config struct {
 	// Clock stamps each record's ReceivedAt and dates PurgeExpired's
 	// cut-off. Default outbox.SystemClock.
@@ -49,21 +51,39 @@ const (
 	DefaultPurgeBatch = 1000
 )
 
-func (c *Config) withDefaults() Config {
+// validate rejects what no default can stand for: negative numbers.
+func (c *Config) validate() error {
+	var errs []error
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("Retention %v: must not be negative", c.Retention))
+	}
+	if c.PurgeBatch < 0 {
+		errs = append(errs, fmt.Errorf("PurgeBatch %d: must not be negative", c.PurgeBatch))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("inbox: config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) withDefaults() (Config, error) {
 	var out Config
 	if c != nil {
 		out = *c
 	}
+	if err := out.validate(); err != nil {
+		return out, err
+	}
 	if out.Clock == nil {
 		out.Clock = outbox.SystemClock{}
 	}
-	if out.Retention <= 0 {
+	if out.Retention == 0 {
 		out.Retention = DefaultRetention
 	}
-	if out.PurgeBatch <= 0 {
+	if out.PurgeBatch == 0 {
 		out.PurgeBatch = DefaultPurgeBatch
 	}
-	return out
+	return out, nil
 }
 
 // Inbox runs handlers exactly once per message ID. TTx is the driver's
@@ -73,9 +93,17 @@ type Inbox[TTx any] struct {
 	cfg    Config
 }
 
-// New returns an Inbox over driver. cfg may be nil.
-func New[TTx any](driver Driver[TTx], cfg *Config) *Inbox[TTx] {
-	return &Inbox[TTx]{driver: driver, cfg: cfg.withDefaults()}
+// New returns an Inbox over driver (a database package's DB.Inbox()). cfg
+// may be nil; a negative field is an error.
+func New[TTx any](driver Driver[TTx], cfg *Config) (*Inbox[TTx], error) {
+	if driver == nil {
+		return nil, errors.New("inbox: New needs a driver")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Inbox[TTx]{driver: driver, cfg: c}, nil
 }
 
 // errDuplicate rolls back the transaction of a duplicate.

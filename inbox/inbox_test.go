@@ -67,7 +67,10 @@ func (d *memDriver) Purge(ctx context.Context, before time.Time, limit int) (int
 func TestHandle(t *testing.T) {
 	d := &memDriver{records: map[uuid.UUID]inbox.Record{}}
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600)))
-	in := inbox.New[*memTx](d, &inbox.Config{Clock: clock})
+	in, err := inbox.New[*memTx](d, &inbox.Config{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	m := inbox.Message{ID: outbox.NewID(), Topic: "orders"}
 	runs := 0
@@ -100,7 +103,7 @@ func TestHandle(t *testing.T) {
 	if r.Topic != "orders" || !r.ReceivedAt.Equal(clock.Now()) || r.ReceivedAt.Location() != time.UTC {
 		t.Fatalf("record %+v, want topic orders received at the clock's now in UTC", r)
 	}
-	_, err := in.Handle(ctx, inbox.Message{Topic: "orders"}, h)
+	_, err = in.Handle(ctx, inbox.Message{Topic: "orders"}, h)
 	if !errors.Is(err, inbox.ErrInvalidMessage) || !inbox.IsPermanent(err) {
 		t.Fatalf("Handle without an ID = %v", err)
 	}
@@ -120,7 +123,10 @@ func TestPermanent(t *testing.T) {
 func TestPurgeExpiredBatches(t *testing.T) {
 	d := &memDriver{records: map[uuid.UUID]inbox.Record{}}
 	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	in := inbox.New[*memTx](d, &inbox.Config{Clock: clock, Retention: time.Hour, PurgeBatch: 2})
+	in, err := inbox.New[*memTx](d, &inbox.Config{Clock: clock, Retention: time.Hour, PurgeBatch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	nop := func(context.Context, *memTx, inbox.Message) error { return nil }
 	for range 5 {
 		if _, err := in.Handle(context.Background(), inbox.Message{ID: outbox.NewID()}, nop); err != nil {

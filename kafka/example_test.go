@@ -108,7 +108,10 @@ func ExampleNewSubscriber() {
 	if err := db.Inbox().Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// The same event, published twice (a relay that died before marking it).
 	pub, err := kafka.NewPublisher(&kafka.PublisherConfig{Brokers: cluster.ListenAddrs(), TopicPrefix: "events."})

@@ -23,7 +23,7 @@ import (
 )
 
 func TestSubscriberConfigChecks(t *testing.T) {
-	in := inbox.New[pgx.Tx](nil, nil)
+	in := new(inbox.Inbox[pgx.Tx]) // never used: the config is refused first
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
 	for name, c := range map[string]struct {
 		cfg  *kafka.SubscriberConfig
@@ -129,7 +129,11 @@ func TestConcurrencyIgnored(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	sub, err := kafka.NewSubscriber(inbox.New(db.Inbox(), nil), h, &kafka.SubscriberConfig{
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kafka.NewSubscriber(in, h, &kafka.SubscriberConfig{
 		Options: subscribers.Options{Concurrency: 4, Hooks: subscribers.Hooks{AfterSettle: func(st subscribers.Settlement) {
 			if st.Action == subscribers.ActionAck {
 				acks <- struct{}{}

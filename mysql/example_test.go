@@ -76,7 +76,8 @@ func ExampleDB_Inbox() {
 	_, err = db.ExecContext(ctx, `INSERT INTO accounts VALUES ('alice', 0)`)
 	check(err)
 
-	in := inbox.New(d.Inbox(), nil)
+	in, err := inbox.New(d.Inbox(), nil)
+	check(err)
 	credit := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, m.Key)
 		return err

@@ -32,7 +32,10 @@ func TestTimesAreUTCWhateverTheDSN(t *testing.T) {
 	drv := newInbox(t, db, nil, true)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, plus5) // 00:06:07.123456 UTC
-	in := inbox.New(drv, &inbox.Config{Clock: clocktest.New(at)})
+	in, err := inbox.New(drv, &inbox.Config{Clock: clocktest.New(at)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := in.Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "orders"}, nop); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,10 @@ func TestTimesAreUTCWhateverTheDSN(t *testing.T) {
 func TestInvalidUTF8TopicIsCleanedUp(t *testing.T) {
 	t.Parallel()
 	db := mysqltest.Open(t)
-	in := inbox.New(newInbox(t, db, nil, true), nil)
+	in, err := inbox.New(newInbox(t, db, nil, true), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := in.Handle(context.Background(), inbox.Message{ID: outbox.NewID(), Topic: "a\xffb"}, nop); err != nil {
 		t.Fatal(err)
 	}

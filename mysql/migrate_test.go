@@ -140,7 +140,11 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		return id
 	}
 	enqueueOne()
-	if _, err := inbox.New(d.Inbox(), nil).Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "orders"}, nopInbox); err != nil {
+	in, err := inbox.New(d.Inbox(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "orders"}, nopInbox); err != nil {
 		t.Fatal(err)
 	}
 
@@ -158,7 +162,7 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 	}
 	wantVersions(t, d, "outbox_messages 0/1 unrecorded", "outbox_inbox 0/1 unrecorded")
 	var tables string
-	err := db.QueryRowContext(ctx, `SELECT COALESCE(GROUP_CONCAT(table_name ORDER BY table_name), '')
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(GROUP_CONCAT(table_name ORDER BY table_name), '')
 		FROM information_schema.tables WHERE table_schema = DATABASE()`).Scan(&tables)
 	if err != nil || tables != mysql.VersionTable {
 		t.Fatalf("tables after MigrateDown(0): %q (err %v), want only %s", tables, err, mysql.VersionTable)
@@ -340,7 +344,10 @@ func TestUpgradeFromUnversionedTables(t *testing.T) {
 	if err := b.enqueue(ctx, pending, true); err != nil {
 		t.Fatal(err)
 	}
-	in := inbox.New(d.Inbox(), &inbox.Config{Clock: clocktest.New(t0)})
+	in, err := inbox.New(d.Inbox(), &inbox.Config{Clock: clocktest.New(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handled := inbox.Message{ID: outbox.NewID(), Topic: "orders"}
 	if _, err := in.Handle(ctx, handled, nopInbox); err != nil {
 		t.Fatal(err)
@@ -527,7 +534,11 @@ func TestMigrateRemakesADroppedTable(t *testing.T) {
 	if vs := versions(t, d); !strings.HasPrefix(vs[1], "outbox_inbox 1/1 2") {
 		t.Fatalf("versions after Migrate: %v, want the inbox at 1, recorded", vs)
 	}
-	if _, err := inbox.New(d.Inbox(), nil).Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "t"}, nopInbox); err != nil {
+	in, err := inbox.New(d.Inbox(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "t"}, nopInbox); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -88,7 +88,10 @@ func ExampleNewSubscriber() {
 	if err := db.Inbox().Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// A publisher to the stream, and a stream for the dead letters.
 	pub, err := nats.NewPublisher(&nats.PublisherConfig{SubjectPrefix: prefix, Stream: stream})

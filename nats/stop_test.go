@@ -209,5 +209,9 @@ func effectsInbox(t *testing.T) (in *inbox.Inbox[pgx.Tx], pool *pgxpool.Pool, ef
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+effects+` (msg_id uuid NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	return inbox.New(db.Inbox(), nil), pool, effects
+	in, err = inbox.New(db.Inbox(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, pool, effects
 }

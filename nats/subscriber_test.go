@@ -20,7 +20,7 @@ import (
 // dead-letter subject and that the consumer does not read it.
 func TestConfigChecks(t *testing.T) {
 	e := newSubEnv(t, natstest.URL())
-	in := inbox.New[pgx.Tx](nil, nil) // never reached: Start fails first
+	in := new(inbox.Inbox[pgx.Tx]) // never reached: Start fails first
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
 	for name, c := range map[string]*outboxnats.SubscriberConfig{
 		"nil config":           nil,

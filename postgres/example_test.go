@@ -136,7 +136,10 @@ func ExampleDB_Inbox() {
 	if err := db.Inbox().Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	msg := inbox.Message{ID: outbox.NewID(), Topic: "orders", Payload: []byte(`{"id":"order-42"}`)}
 	charge := func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {

@@ -200,10 +200,17 @@ func TestInboxVariantsShareTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := inbox.Message{ID: outbox.NewID(), Topic: "orders"}
-	if o, err := inbox.New(pd, nil).Handle(ctx, m, func(context.Context, pgx.Tx, inbox.Message) error { return nil }); err != nil || o != inbox.Handled {
+	pin, err := inbox.New(pd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := pin.Handle(ctx, m, func(context.Context, pgx.Tx, inbox.Message) error { return nil }); err != nil || o != inbox.Handled {
 		t.Fatalf("Handle through pgx = %v, %v; want handled", o, err)
 	}
-	sin := inbox.New(sd, nil)
+	sin, err := inbox.New(sd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if o, err := sin.Handle(ctx, m, func(context.Context, *sql.Tx, inbox.Message) error { return nil }); err != nil || o != inbox.Duplicate {
 		t.Fatalf("Handle through database/sql = %v, %v; want duplicate", o, err)
 	}
@@ -241,7 +248,11 @@ func TestInboxOddTopicIsCleanedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := inbox.Message{ID: outbox.NewID(), Topic: "a\xffb\x00c"}
-	if _, err := inbox.New(d, nil).Handle(context.Background(), m, func(context.Context, *sql.Tx, inbox.Message) error { return nil }); err != nil {
+	in, err := inbox.New(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handle(context.Background(), m, func(context.Context, *sql.Tx, inbox.Message) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	got := inboxtest.Query(t, b.db, `SELECT topic FROM "`+b.schema+`".inbox`, inboxtest.ScanString)

@@ -1,7 +1,9 @@
 // Package publishers defines the contract between the relay and a broker.
 //
-// Each broker lives in a package below this one (publishers/nats, …) and
-// passes the conformance suite in publishers/publishertest unchanged.
+// Each broker lives in a package (and module) of its own — nats, kafka,
+// rabbitmq, redis — holding its publisher and its subscriber; each
+// publisher passes the conformance suite in publishers/publishertest
+// unchanged.
 //
 // A Publisher publishes a batch pipelined — every message in flight at once,
 // acknowledgements awaited together — and reports one result per message.

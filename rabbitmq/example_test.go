@@ -119,7 +119,10 @@ func ExampleNewSubscriber() {
 	if _, err := pool.Exec(ctx, "CREATE TABLE example_rabbitmq.paid (order_key text)"); err != nil {
 		log.Fatal(err)
 	}
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	pay := func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
 		_, err := tx.Exec(ctx, "INSERT INTO example_rabbitmq.paid (order_key) VALUES ($1)", m.Key)
 		return err

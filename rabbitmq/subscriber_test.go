@@ -20,7 +20,7 @@ import (
 // NewSubscriber checks the config, naming the field at fault; Start
 // checks that the queue exists.
 func TestSubscriberConfigChecks(t *testing.T) {
-	in := inbox.New[pgx.Tx](nil, nil)
+	in := new(inbox.Inbox[pgx.Tx]) // never used: the config is refused first
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
 	for name, c := range map[string]struct {
 		cfg  *rabbitmq.SubscriberConfig
@@ -70,7 +70,7 @@ func TestQueueDeletedMidRunLogsError(t *testing.T) {
 	cfg := e.config(subscribertest.Config{})
 	cfg.Logger = slog.New(logs)
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	sub, err := rabbitmq.NewSubscriber(inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	sub, err := rabbitmq.NewSubscriber(new(inbox.Inbox[pgx.Tx]), nop, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

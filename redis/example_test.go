@@ -100,7 +100,10 @@ func ExampleNewSubscriber() {
 	if err := db.Inbox().Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// An event, published twice (a relay that died between Redis's reply
 	// and marking the event published publishes it again).

@@ -16,7 +16,7 @@ import (
 // adminPassword is the password of a private server's default user.
 const adminPassword = "admin-pw"
 
-// privateRedis is a redis-server of one test's own (internal/redistest),
+// privateRedis is a redis-server of one test's own (internal/testkit/redistest),
 // started with --requirepass adminPassword, killed at cleanup. admin is a
 // client of its default user.
 type privateRedis struct {

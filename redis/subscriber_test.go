@@ -22,7 +22,7 @@ import (
 )
 
 func TestSubscriberConfigChecks(t *testing.T) {
-	in := inbox.New[pgx.Tx](nil, nil)
+	in := new(inbox.Inbox[pgx.Tx])               // never used: the config is refused first
 	rdb := goredis.NewClient(&goredis.Options{}) // never used: NewSubscriber fails first
 	defer func() { _ = rdb.Close() }()
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
@@ -105,7 +105,11 @@ func TestClaimBacklogAtHandlerPace(t *testing.T) {
 		DeadLetterStream: e.deadStream(), ClaimIdle: claimIdle, PollInterval: time.Minute, Block: 50 * time.Millisecond,
 		Options: subscribers.Options{Concurrency: 1, Backoff: outbox.Backoff{Min: 10 * time.Millisecond, Max: claimIdle},
 			Hooks: subscribers.Hooks{AfterCommit: func(inbox.Message, inbox.Outcome) { handled.Add(1) }}}}
-	sub, err := redis.NewSubscriber(e.sub, inbox.New(d, nil), func(context.Context, pgx.Tx, inbox.Message) error { return nil }, cfg)
+	in, err := inbox.New(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := redis.NewSubscriber(e.sub, in, func(context.Context, pgx.Tx, inbox.Message) error { return nil }, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +137,7 @@ func TestRefusedMidRunLogsError(t *testing.T) {
 	cfg := &redis.SubscriberConfig{Streams: []string{"orders"}, Group: "g", DeadLetterStream: "dead",
 		PollInterval: 10 * time.Millisecond, Block: 10 * time.Millisecond, Options: subscribers.Options{Logger: slog.New(logs)}}
 	nop := func(context.Context, pgx.Tx, inbox.Message) error { return nil }
-	sub, err := redis.NewSubscriber(rdb, inbox.New[pgx.Tx](nil, nil), nop, cfg)
+	sub, err := redis.NewSubscriber(rdb, new(inbox.Inbox[pgx.Tx]), nop, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

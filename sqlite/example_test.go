@@ -121,7 +121,10 @@ func ExampleDB_Inbox() {
 		log.Fatal(err)
 	}
 
-	in := inbox.New(db.Inbox(), nil)
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	reserve := func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO reserved (item) VALUES (?)`, string(m.Payload))
 		return err

@@ -315,7 +315,10 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 	if err := b.store.CheckSchema(ctx); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Fatalf("CheckSchema after MigrateDown(0): %v, want ErrSchemaMissing", err)
 	}
-	in := inbox.New(b.d.Inbox(), nil)
+	in, err := inbox.New(b.d.Inbox(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	nop := func(context.Context, *sql.Tx, inbox.Message) error { return nil }
 	if _, err := in.Handle(ctx, inbox.Message{ID: outbox.NewID(), Topic: "x"}, nop); !errors.Is(err, inbox.ErrSchemaMissing) {
 		t.Fatalf("inbox after MigrateDown(0): %v, want ErrSchemaMissing", err)
@@ -435,7 +438,10 @@ func TestUpgradeFromUnversionedTables(t *testing.T) {
 		{ID: outbox.NewID(), Topic: "stock", CreatedAt: t0, NotBefore: t0.Add(30 * time.Minute)},
 	}
 	enqueue(pending...)
-	in := inbox.New(d.Inbox(), &inbox.Config{Clock: clocktest.New(t0)})
+	in, err := inbox.New(d.Inbox(), &inbox.Config{Clock: clocktest.New(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handled := inbox.Message{ID: outbox.NewID(), Topic: "payments"}
 	if _, err := in.Handle(ctx, handled, func(context.Context, *sql.Tx, inbox.Message) error { return nil }); err != nil {
 		t.Fatal(err)

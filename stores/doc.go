@@ -2,8 +2,10 @@
 // relay-side half of a store (claim, complete, stats, dead letters, purge).
 // The write side is outbox.Driver, in the root package.
 //
-// Each database lives in a package below this one (stores/postgres, …) and
-// passes the conformance suite in stores/storetest unchanged.
+// Each database lives in a package (and module) of its own — postgres,
+// mysql, sqlite — whose one object per database handle serves enqueue, the
+// relay (its Store() is a Store) and the inbox; each passes the conformance
+// suite in stores/storetest unchanged.
 //
 // # Claims
 //

@@ -79,7 +79,11 @@ func NewApp(pool *pgxpool.Pool, cfg Config, provider Provider) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, pool: pool, db: db, ob: outbox.New(db, nil), in: inbox.New(db.Inbox(), nil),
+	in, err := inbox.New(db.Inbox(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, pool: pool, db: db, ob: outbox.New(db, nil), in: in,
 		provider: provider}, nil
 }
 

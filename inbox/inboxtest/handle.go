@@ -218,7 +218,10 @@ func testOtherTable[TTx any](t *testing.T, h Harness[TTx]) {
 	if f.OtherTable == nil {
 		t.Skip("Env.OtherTable is nil")
 	}
-	other := inbox.New(f.OtherTable(t), nil)
+	other, err := inbox.New(f.OtherTable(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := msg()
 	outcomes := []inbox.Outcome{handle(t, f.in, m, f.apply)}
 	for range 2 {

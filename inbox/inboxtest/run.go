@@ -63,7 +63,11 @@ func setup[TTx any](t *testing.T, h Harness[TTx], cfg inbox.Config) fixture[TTx]
 	env := h.Setup(t)
 	clock := clocktest.New(t0)
 	cfg.Clock = clock
-	return fixture[TTx]{Env: env, clock: clock, in: inbox.New(env.Driver, &cfg)}
+	in, err := inbox.New(env.Driver, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture[TTx]{Env: env, clock: clock, in: in}
 }
 
 // apply is a handler that applies the message's effect.

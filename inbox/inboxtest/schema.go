@@ -85,9 +85,12 @@ func testSchemaMissing[TTx any](t *testing.T, h Harness[TTx]) {
 	if h.Unmigrated == nil {
 		t.Skip("Harness.Unmigrated is nil")
 	}
-	in := inbox.New(h.Unmigrated(t), nil)
+	in, err := inbox.New(h.Unmigrated(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxT(t)
-	_, err := in.Handle(ctx, msg(), func(context.Context, TTx, inbox.Message) error {
+	_, err = in.Handle(ctx, msg(), func(context.Context, TTx, inbox.Message) error {
 		t.Error("the handler ran without the inbox table")
 		return nil
 	})

@@ -1,4 +1,4 @@
-// Package faulttest holds the fault-injection suite (issue 9): relays and
+// Package faults holds the fault-injection suite (issue 9): relays and
 // the inbox's consumer in processes of their own are SIGKILLed and
 // SIGSTOPped, the broker is stopped and its path stalled, dropped and cut,
 // the database's connections are killed and the database restarted, while
@@ -11,6 +11,6 @@
 //
 // The package has tests only; run them with
 //
-//	go test ./faulttest/                      # short mode (CI)
-//	OUTBOX_FAULTS=long go test -v -timeout 30m ./faulttest/
-package faulttest
+//	(cd integration && go test ./faults/)       # short mode (CI)
+//	(cd integration && OUTBOX_FAULTS=long go test -v -timeout 30m ./faults/)
+package faults

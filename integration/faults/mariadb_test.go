@@ -1,4 +1,4 @@
-package faulttest
+package faults
 
 import (
 	"context"
@@ -418,7 +418,11 @@ func mariaInbox(context.Context) (*inbox.Inbox[*sql.Tx], inbox.Handler[*sql.Tx],
 	if err != nil {
 		return nil, nil, err
 	}
-	return inbox.New(mdb.Inbox(), nil), func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
+	in, err := inbox.New(mdb.Inbox(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO effects (msg_id) VALUES (?)", m.ID[:])
 		return err
 	}, nil

@@ -1,4 +1,4 @@
-package faulttest
+package faults
 
 import (
 	"context"
@@ -228,7 +228,10 @@ func pgInbox(context.Context) (*inbox.Inbox[*sql.Tx], inbox.Handler[*sql.Tx], er
 	if err != nil {
 		return nil, nil, err
 	}
-	in := inbox.New(sdb.Inbox(), nil)
+	in, err := inbox.New(sdb.Inbox(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
 	effect := `INSERT INTO "` + schema + `".effects (msg_id) VALUES ($1)`
 	return in, func(ctx context.Context, tx *sql.Tx, m inbox.Message) error {
 		_, err := tx.ExecContext(ctx, effect, m.ID)

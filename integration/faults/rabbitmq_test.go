@@ -1,4 +1,4 @@
-package faulttest
+package faults
 
 import (
 	"context"
@@ -132,7 +132,7 @@ func (b *rabbitBroker) dial() (*amqp.Connection, error) {
 		Properties: amqp.Table{"connection_name": "outbox-faults-checker"}})
 }
 
-// badInput: what publishers/rabbitmq refuses for good (Permanent) before
+// badInput: what the rabbitmq publisher refuses for good (Permanent) before
 // sending (too large, not representable, a CC or BCC header), and a
 // message the node itself refuses (over its max_message_size: it closes
 // the channel with 406, and the publisher publishes the batch's

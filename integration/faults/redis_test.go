@@ -1,4 +1,4 @@
-package faulttest
+package faults
 
 import (
 	"context"
@@ -41,18 +41,18 @@ const (
 	// XADD — makes the server reply an error and close the connection.
 	redisProtoMaxBulkLen = 1 << 20
 	// redisMaxPayload is the relays' publisher's MaxPayload, below the
-	// server's limit as publishers/redis asks: a larger payload is refused
+	// server's limit as the redis publisher asks: a larger payload is refused
 	// by the publisher, not sent.
 	redisMaxPayload = 512 << 10
 )
 
-// redisBroker is a private redis-server (internal/redistest: a child
+// redisBroker is a private redis-server (internal/testkit/redistest: a child
 // process of the test, on a free port of 127.0.0.1, its data in an
 // append-only file in a temporary directory), stopped cleanly and started
 // again on the same port and directory for the outage. The relays
-// publish (publishers/redis, StreamPrefix redisPrefix) through a proxy;
+// publish (the redis publisher, StreamPrefix redisPrefix) through a proxy;
 // every good event goes to the stream redisPrefix+"orders". The checker
-// (XRANGE) and the inbox's consumer (subscribers/redis, consumer group
+// (XRANGE) and the inbox's consumer (the redis subscriber, consumer group
 // redisGroup) connect to the server directly.
 type redisBroker struct {
 	srv     *redistest.Server
@@ -79,7 +79,7 @@ func newRedis(t *testing.T) *redisBroker {
 		b.version = info["Server"]["redis_version"]
 	}
 	// The inbox's group, reading from the start, before anything is
-	// published (subscribers/redis would create it too, at Start).
+	// published (the redis subscriber would create it too, at Start).
 	if err := b.rdb.XGroupCreateMkStream(ctx, b.ordersStream(), redisGroup, "0").Err(); err != nil {
 		t.Fatalf("create the consumer group: %v", err)
 	}
@@ -105,7 +105,7 @@ func (b *redisBroker) env() []string {
 func (b *redisBroker) stop() error  { return b.srv.Stop() }
 func (b *redisBroker) start() error { return b.srv.Start() }
 
-// badInput: what publishers/redis refuses for good (Permanent) before
+// badInput: what the redis publisher refuses for good (Permanent) before
 // sending. Redis itself refuses nothing an outbox message can hold except a
 // bulk string over its proto-max-bulk-len, and that it does by closing the
 // connection, which the publisher can only take for an outage: so the

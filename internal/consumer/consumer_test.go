@@ -98,7 +98,11 @@ func TestHandle(t *testing.T) {
 			}
 			ran := false
 			h := func(context.Context, *tx, inbox.Message) error { ran = true; return c.handler }
-			r := consumer.Handle(ctx, inbox.New[*tx](d, nil), h, inbox.Message{ID: id}, c.decodeErr, c.delivery, 3, errExhausted)
+			in, err := inbox.New[*tx](d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := consumer.Handle(ctx, in, h, inbox.Message{ID: id}, c.decodeErr, c.delivery, 3, errExhausted)
 			if r.Action != c.want || r.Outcome != c.outcome || !errors.Is(r.Err, c.wantErr) || (c.wantErr == nil) != (r.Err == nil) || ran != c.ran {
 				t.Fatalf("Handle = %+v (handler ran: %v), want verdict %d, outcome %v, error %v (handler runs: %v)",
 					r, ran, c.want, c.outcome, c.wantErr, c.ran)

@@ -10,7 +10,7 @@ import (
 
 // Run begins a transaction on db, runs fn in it and commits; when fn fails
 // or panics it rolls back and returns fn's error. pkg prefixes the errors
-// of begin and commit ("pginbox", …).
+// of begin and commit ("postgres: inbox", …).
 func Run(ctx context.Context, db *sql.DB, pkg string, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

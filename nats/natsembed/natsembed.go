@@ -1,11 +1,12 @@
 // Package natsembed runs a NATS server with JetStream inside the process:
-// the broker of `outbox demo` and examples/saga, so that they need nothing
+// the broker of `outbox demo`, so that they need nothing
 // installed but Go. It can be shut down and restarted on the same port and
 // store directory, to play a broker outage.
 //
 // It is internal on purpose: an in-process broker is a demo's and a test's
 // convenience, not something a service should ship. In your own code,
-// connect publishers/nats and subscribers/nats to a real NATS server.
+// connect the nats package's publisher and subscriber to a real NATS
+// server.
 package natsembed
 
 import (

@@ -44,7 +44,7 @@ longer than that.
 The run ends with a verification (every confirmed order has exactly one
 reservation: none lost, none applied twice) and exits 1 if it fails, or if
 the demo does not finish within --timeout; interrupted (Ctrl-C), it stops,
-cleans up and exits 130. The code is examples/saga in the outbox repository.`,
+cleans up and exits 130. The code is cmd/outbox/internal/saga in the outbox repository.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := g.checks(cmd)

@@ -69,7 +69,11 @@ func newFixture(t *testing.T, env Env) *fixture {
 			t.Fatal(err)
 		}
 	}
-	return &fixture{Env: env, t: t, pool: pool, schema: schema, in: inbox.New(d, nil)}
+	in, err := inbox.New(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{Env: env, t: t, pool: pool, schema: schema, in: in}
 }
 
 // config is a subscriber config of group with the fixture's inbox and the

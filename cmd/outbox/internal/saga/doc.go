@@ -1,6 +1,6 @@
 // Package saga is the outbox pattern's saga, running in one process with
-// nothing installed but Go: `go run ./cmd/outbox demo` (or
-// `go run ./examples/saga/cmd/saga`). It is meant to be read and copied.
+// nothing installed but Go: `go run ./cmd/outbox demo`. It is meant to be
+// read and copied.
 //
 // # The story
 //
@@ -15,7 +15,7 @@
 //     to the broker: claim a batch (a lease, in SQLite), publish it, mark
 //     it. Publish first, mark after: a relay that dies in between makes a
 //     duplicate, never a loss.
-//  3. The stock service consumes OrderConfirmed (subscribers/nats) through
+//  3. The stock service consumes OrderConfirmed (nats.NewSubscriber) through
 //     its inbox (sqlite.DB.Inbox). Stock.OnOrderConfirmed runs once per
 //     event ID, in the transaction that records the ID: it reserves stock
 //     and records StockReserved in the stock service's own outbox — the
@@ -60,7 +60,7 @@
 //   - progress.go and verify.go: the progress lines, the wait for the saga
 //     to complete, the verification and the report.
 //
-// The embedded broker (internal/natsembed) stands in for a real NATS
-// server; in your code, give publishers/nats and subscribers/nats the URL of
+// The embedded broker (nats/natsembed) stands in for a real NATS server;
+// in your code, give the nats package's publisher and subscriber the URL of
 // one.
 package saga

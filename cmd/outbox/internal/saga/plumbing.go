@@ -40,7 +40,7 @@ const (
 	// claimTimeout (default 10s).
 	publishTimeout = time.Second
 	// duplicateWindow is the stream's: JetStream drops a re-sent event
-	// with an ID it stored this recently (publishers/nats.EnsureStream
+	// with an ID it stored this recently (nats.Publisher.EnsureStream
 	// makes it 2m). The demo keeps it short so that the re-publish after
 	// --crash, claimTimeout later, gets through and the inbox has to drop
 	// it: the inbox is what guarantees one effect, whatever the window.
@@ -82,7 +82,9 @@ func openService(ctx context.Context, dir, name, schema string, clock outbox.Clo
 		}
 		s.store = d.Store()
 		s.ob = outbox.New(d, &outbox.Config{Clock: clock})
-		s.in = inbox.New(d.Inbox(), &inbox.Config{Clock: clock})
+		if s.in, err = inbox.New(d.Inbox(), &inbox.Config{Clock: clock}); err != nil {
+			return err
+		}
 		return nil
 	}()
 	if err != nil {
