@@ -156,14 +156,24 @@ func urlList(s string) string {
 			continue
 		}
 		// A list element without a scheme (nats://a@h1,b@h2): its
-		// user-info is a token or a user:password.
+		// user-info is a token or a user:password, and its query may hold
+		// secrets too (nats://h1,h2?token=…).
 		if at := strings.LastIndex(p, "@"); at >= 0 {
-			parts[i] = lead + userinfo(p[:at]) + p[at:]
+			parts[i] = lead + userinfo(p[:at]) + "@" + hostTail(p[at+1:])
 		} else {
-			parts[i] = lead + p
+			parts[i] = lead + hostTail(p)
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// hostTail hides the secret parameters of host[:port][/path][?query]: a
+// list element after the scheme's.
+func hostTail(p string) string {
+	if j := strings.IndexAny(p, "/?#"); j >= 0 {
+		return p[:j] + params(p[j:])
+	}
+	return p
 }
 
 // hasAt reports whether the authority of URL (or host list element) p

@@ -18,6 +18,10 @@ func TestURL(t *testing.T) {
 		// NATS lists, with and without a scheme on the later elements.
 		{"nats://a:s3cret@n1:4222,nats://b:s3cret@n2:4222", "nats://a:xxxxx@n1:4222,nats://b:xxxxx@n2:4222"},
 		{"nats://s3cret@n1:4222, s3cret@n2:4222,n3", "nats://xxxxx@n1:4222, xxxxx@n2:4222,n3"},
+		// The query of a list element after the first (found by a fuzzer).
+		{"nats://,?token=S3CRETtok&0", "nats://,?token=xxxxx&0"},
+		{"nats://n1:4222,n2:4222?token=s3cret", "nats://n1:4222,n2:4222?token=xxxxx"},
+		{"nats://n1,a@n2?password=s3cret", "nats://xxxxx@n2?password=xxxxx"}, // the comma may be the token's
 		{"s3cretTOKEN@n1:4222", "xxxxx@n1:4222"},
 		// Secret-looking parameters, of any backend.
 		{"kafka://h:9092?sasl=plain&sasl_password=s3cret&topic_prefix=app.", "kafka://h:9092?sasl=xxxxx&sasl_password=xxxxx&topic_prefix=app."},
