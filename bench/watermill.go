@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,7 +98,9 @@ func (r *runner) watermill(ctx context.Context) error {
 	peak := rss.peakMiB()
 	_ = fwd.Close()
 	cancel()
-	<-runErr
+	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		r.logf("  watermill router: %v", err)
+	}
 	_ = sub.Close()
 	if werr != nil {
 		return werr

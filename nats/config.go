@@ -31,7 +31,7 @@ const (
 	DefaultReconnectWait = nats.DefaultReconnectWait // 2s
 )
 
-// NoSubjectPrefix, as a SubjectPrefix, says there is none: the publisher
+// NoSubjectPrefix is the SubjectPrefix that says there is none: the publisher
 // puts each message on the subject named by its topic, and the subscriber
 // takes the whole subject as the topic. (The empty SubjectPrefix means
 // DefaultSubjectPrefix.) It is no valid prefix, so it cannot mean one.

@@ -121,10 +121,10 @@ func checkSubject(s string, wildcards bool) error {
 	}
 	toks := strings.Split(s, ".")
 	for i, tok := range toks {
-		switch {
-		case tok == "":
+		switch tok {
+		case "":
 			return fmt.Errorf("%w %q: empty token", nats.ErrBadSubject, s)
-		case tok == "*" || tok == ">":
+		case "*", ">":
 			if !wildcards {
 				return fmt.Errorf("%w %q: wildcard", nats.ErrBadSubject, s)
 			}

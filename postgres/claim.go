@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -250,7 +251,7 @@ func (b *batch) Abort(ctx context.Context) error {
 	}
 	tx := b.tx
 	b.tx = nil
-	if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil && err != pgx.ErrTxClosed {
+	if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return wrap("abort", err)
 	}
 	return nil

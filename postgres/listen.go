@@ -38,7 +38,7 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 		}
 		t.Stop()
 	}
-	return nil
+	return nil //nolint:nilerr // Listen ends without an error when its context ends
 }
 
 // listenOnce listens until the connection fails; listening says whether it

@@ -170,19 +170,19 @@ func TestPublishHonorsDeadline(t *testing.T) {
 	u := strings.Replace(redisURL(), rdb.Options().Addr, px.Addr, 1)
 	p := newPublisher(t, redis.PublisherConfig{URL: u, StreamPrefix: newPrefix(t, rdb)})
 	defer p.Close()
-	publish := func(timeout time.Duration) (error, time.Duration) {
+	publish := func(timeout time.Duration) (time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
 		errs := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("x")}})
-		return errs[0], time.Since(start)
+		return time.Since(start), errs[0]
 	}
-	if err, _ := publish(5 * time.Second); err != nil { // connected
+	if _, err := publish(5 * time.Second); err != nil { // connected
 		t.Fatal(err)
 	}
 	px.Stall(true)
 	defer px.Stall(false)
-	err, took := publish(300 * time.Millisecond)
+	took, err := publish(300 * time.Millisecond)
 	if !publishers.IsUnavailable(err) {
 		t.Errorf("stalled: got %v, want unavailable", err)
 	}

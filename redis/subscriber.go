@@ -202,7 +202,9 @@ func (s *Subscriber[TTx]) read() {
 					s.log.Warn("redis subscriber: read", "err", err)
 				}
 				if strings.HasPrefix(err.Error(), "NOGROUP") { // a stream was deleted
-					s.createGroups(context.Background())
+					if err := s.createGroups(context.Background()); err != nil {
+						s.log.Warn("redis subscriber: re-creating the consumer groups", "err", err)
+					}
 				}
 				s.lc.Wait(wait)
 			}

@@ -1,6 +1,7 @@
 package inboxtest
 
 import (
+	"context"
 	"database/sql"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 // the test on error. A helper for harnesses over database/sql.
 func Query[T any](t *testing.T, db *sql.DB, q string, scan func(*sql.Rows) (T, error)) []T {
 	t.Helper()
-	rows, err := db.Query(q)
+	rows, err := db.QueryContext(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func (b *kafkaBroker) consume(ctx context.Context, want int) ([]uuid.UUID, error
 		var bad error
 		fs.EachRecord(func(r *kgo.Record) {
 			var id uuid.UUID
-			var err error = fmt.Errorf("no %s header", kafkapub.HeaderID)
+			err := fmt.Errorf("no %s header", kafkapub.HeaderID)
 			for _, h := range r.Headers {
 				if h.Key == kafkapub.HeaderID {
 					id, err = uuid.ParseBytes(h.Value)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -165,7 +166,7 @@ func TestChaosPerKeyOrder(t *testing.T) {
 					return nil
 				})
 				switch {
-				case rollback && err == errRollbackOnPurpose:
+				case rollback && errors.Is(err, errRollbackOnPurpose):
 					rolledBack <- m.ID
 				case err != nil:
 					t.Errorf("writer: %v", err)

@@ -252,7 +252,8 @@ func badPort(auth string) bool {
 // tail (/path?query#fragment).
 func params(tail string) string {
 	path, query, hasQ := strings.Cut(tail, "?")
-	frag, hasF := "", false
+	var frag string
+	var hasF bool
 	if hasQ {
 		query, frag, hasF = strings.Cut(query, "#")
 	} else {

@@ -134,7 +134,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	if opts.Port != server.RANDOM_PORT {
 		// The server would log the failure and wait; find it first.
-		l, err := net.Listen("tcp", addr)
+		l, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 		if err != nil {
 			return fmt.Errorf("natsembed: cannot listen on port %d (%s): %w", opts.Port, addr, err)
 		}

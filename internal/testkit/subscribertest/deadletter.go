@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/outboxgo/outbox/subscribers"
 	"strings"
 	"testing"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/jackc/pgx/v5"
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/outboxgo/outbox/subscribers"
 	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/jackc/pgx/v5"
 

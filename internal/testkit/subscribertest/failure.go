@@ -2,11 +2,12 @@ package subscribertest
 
 import (
 	"context"
-	"github.com/outboxgo/outbox/subscribers"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/jackc/pgx/v5"
 

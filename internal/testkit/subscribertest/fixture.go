@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/outboxgo/outbox/subscribers"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"

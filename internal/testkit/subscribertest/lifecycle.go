@@ -3,9 +3,10 @@ package subscribertest
 import (
 	"context"
 	"errors"
-	"github.com/outboxgo/outbox/subscribers"
 	"testing"
 	"time"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/jackc/pgx/v5"
 
@@ -123,7 +124,10 @@ func testRunUntilCancelled(t *testing.T, h Harness) {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-ran:
+		case err := <-ran:
+			if err != nil {
+				t.Errorf("Run at cleanup: %v", err)
+			}
 		case <-time.After(timeout):
 			t.Error("Run did not return at cleanup")
 		}

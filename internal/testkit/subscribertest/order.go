@@ -3,9 +3,10 @@ package subscribertest
 import (
 	"context"
 	"fmt"
-	"github.com/outboxgo/outbox/subscribers"
 	"sync/atomic"
 	"testing"
+
+	"github.com/outboxgo/outbox/subscribers"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"

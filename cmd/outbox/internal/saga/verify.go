@@ -130,10 +130,10 @@ func verify(ctx context.Context, ordersDB, stockDB *sql.DB, r *Report) error {
 		}
 		r.Confirmed++
 		r.StockExpected += o.qty
-		switch {
-		case n == 0:
+		switch n {
+		case 0:
 			r.Lost++
-		case n == 1:
+		case 1:
 			r.Reserved++
 		default:
 			r.AppliedTwice++
