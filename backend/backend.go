@@ -25,6 +25,10 @@ type Param struct {
 	Default string
 	// Usage says what it does, in one line.
 	Usage string
+	// Flag asks tools to offer it as a flag of the same name, dashes for
+	// underscores (the CLI's --stream for stream), for the few settings
+	// one changes per run. Every parameter is in the URL either way.
+	Flag bool
 }
 
 // Database is a database backend.

@@ -10,7 +10,7 @@ import (
 
 // params are the query parameters of a kafka:// URL (see ConfigFromURL).
 var params = []backend.Param{
-	{Name: "topic_prefix", Default: "", Usage: "prefix of every Kafka topic: the topic of an event is topic_prefix + its topic"},
+	{Name: "topic_prefix", Default: "", Usage: "prefix of every Kafka topic: the topic of an event is topic_prefix + its topic", Flag: true},
 	{Name: "client_id", Default: DefaultClientID, Usage: "client ID the brokers see"},
 	{Name: "delivery_timeout", Default: DefaultDeliveryTimeout.String(), Usage: "how long a record may wait for its acknowledgement (a Go duration)"},
 	{Name: "dial_timeout", Default: DefaultDialTimeout.String(), Usage: "bound of each connection attempt (a Go duration)"},
@@ -22,6 +22,7 @@ var params = []backend.Param{
 func init() {
 	backend.RegisterBroker(backend.Broker{
 		Name:    "Kafka",
+		Forms:   []string{"kafka://host:9092,host2:9092", "kafka+tls://user:pass@host:9093"},
 		Schemes: []string{"kafka", "kafka+tls"},
 		Params:  params,
 		Open:    open,

@@ -10,6 +10,7 @@ import (
 func init() {
 	backend.RegisterBroker(backend.Broker{
 		Name:    "NATS",
+		Forms:   []string{"nats://host:4222,nats://host2:4222", "nats://token@host:4222"},
 		Schemes: []string{"nats"},
 		Params:  urlParams,
 		Validate: func(rawURL string) error {

@@ -18,8 +18,8 @@ import (
 // urlParams are the query parameters ConfigFromURL reads, with their
 // defaults.
 var urlParams = []backend.Param{
-	{Name: "subject_prefix", Default: DefaultSubjectPrefix, Usage: "publish topic T on subject PREFIX.T (empty: on subject T, without stream)"},
-	{Name: "stream", Default: "", Usage: "create (or extend) this JetStream stream to capture PREFIX.>"},
+	{Name: "subject_prefix", Default: DefaultSubjectPrefix, Usage: "publish topic T on subject PREFIX.T (empty: on subject T, without stream)", Flag: true},
+	{Name: "stream", Default: "", Usage: "create (or extend) this JetStream stream to capture PREFIX.>", Flag: true},
 	{Name: "name", Default: DefaultName, Usage: "the connection name the server shows"},
 	{Name: "max_pending", Default: strconv.Itoa(DefaultMaxPending), Usage: "publishes that may await their acknowledgement at once"},
 	{Name: "ack_timeout", Default: DefaultAckTimeout.String(), Usage: "how long a publish waits for its acknowledgement"},

@@ -19,6 +19,7 @@ import (
 func init() {
 	backend.RegisterDatabase(backend.Database{
 		Name:     "PostgreSQL",
+		Forms:    []string{"postgres://user:pass@host:5432/db", "postgresql://…"},
 		Schemes:  []string{"postgres", "postgresql"},
 		Validate: validateURL,
 		Open:     openURL,

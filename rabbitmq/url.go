@@ -30,8 +30,8 @@ const (
 // own, taken out of the URL, then amqp091's (RabbitMQ's URI query
 // parameters), which stay in it for amqp091 to read.
 var params = []backend.Param{
-	{Name: paramExchange, Default: "", Usage: `exchange every message is published to ("": the default exchange, which routes to the queue the routing key names)`},
-	{Name: paramRoutingKeyPrefix, Default: "", Usage: "prefix of every routing key: the routing key of an event is routing_key_prefix + its topic"},
+	{Name: paramExchange, Default: "", Usage: `exchange every message is published to ("": the default exchange, which routes to the queue the routing key names)`, Flag: true},
+	{Name: paramRoutingKeyPrefix, Default: "", Usage: "prefix of every routing key: the routing key of an event is routing_key_prefix + its topic", Flag: true},
 	{Name: paramConfirmTimeout, Default: DefaultConfirmTimeout.String(), Usage: "how long a batch waits for the broker's confirms (a Go duration)"},
 	{Name: paramDialTimeout, Default: DefaultDialTimeout.String(), Usage: "bound of each connection attempt, handshake included (a Go duration)"},
 	{Name: paramConnectionTimeout, Default: strconv.FormatInt(DefaultDialTimeout.Milliseconds(), 10), Usage: "RabbitMQ's name of dial_timeout, in milliseconds; give one of the two"},

@@ -11,6 +11,7 @@ import (
 func init() {
 	backend.RegisterBroker(backend.Broker{
 		Name:    "Redis",
+		Forms:   []string{"redis://:pass@host:6379/0", "rediss://…"},
 		Schemes: []string{"redis", "rediss"},
 		Params:  params,
 		Open:    open,
@@ -21,7 +22,7 @@ func init() {
 // then the connection options of go-redis most worth knowing (it reads
 // the others of redis.ParseURL as well).
 var params = []backend.Param{
-	{Name: paramStreamPrefix, Default: "", Usage: "prefix of every stream key: topic T goes to the stream stream_prefix+T"},
+	{Name: paramStreamPrefix, Default: "", Usage: "prefix of every stream key: topic T goes to the stream stream_prefix+T", Flag: true},
 	{Name: paramMaxLen, Default: "0", Usage: "trim each stream to about this many entries at every XADD (0: never trim)"},
 	{Name: paramMaxPayload, Default: strconv.Itoa(DefaultMaxPayload), Usage: "largest payload (and headers' JSON) in bytes; a larger message fails for good, unsent"},
 	{Name: "dial_timeout", Default: "5s", Usage: "go-redis: how long a connection may take to open"},

@@ -30,15 +30,16 @@ type paramFlag struct {
 	changed bool // given, on the command line or by its variable
 }
 
-// paramFlags makes a flag of every registered broker's URL parameters, one
-// per name, and returns them by flag name.
+// paramFlags makes a flag of every registered broker's URL parameter that
+// asks for one (backend.Param.Flag), one per name, and returns them by flag
+// name.
 func paramFlags(fl *pflag.FlagSet) map[string]*paramFlag {
 	out := map[string]*paramFlag{}
 	usage := map[string][]string{}
 	for _, b := range backend.Brokers() {
 		for _, p := range b.Params {
-			if redact.SecretKey(p.Name) {
-				continue // a secret on the command line shows in ps: URL only
+			if !p.Flag || redact.SecretKey(p.Name) {
+				continue // the rest by URL; a secret on a command line shows in ps
 			}
 			name := strings.ReplaceAll(p.Name, "_", "-")
 			pf := out[name]
@@ -85,13 +86,18 @@ func brokerHelp() string {
 		for _, f := range fs[:len(fs)-1] {
 			fmt.Fprintf(&b, "  %s\n", f)
 		}
-		fmt.Fprintf(&b, "  %-34s %s\n", fs[len(fs)-1], br.Name)
+		fmt.Fprintf(&b, "  %-38s %s\n", fs[len(fs)-1], br.Name)
 		for _, p := range br.Params {
-			def := ""
+			line := p.Usage
 			if p.Default != "" {
-				def = " (default " + p.Default + ")"
+				line += " (default " + p.Default + ")"
 			}
-			fmt.Fprintf(&b, "      ?%s=  %s%s\n", p.Name, p.Usage, def)
+			if p.Flag {
+				line += "; --" + strings.ReplaceAll(p.Name, "_", "-")
+			}
+			// No "=": the help goes through the redactor, which would
+			// take the usage of a secret-sounding name for its value.
+			fmt.Fprintf(&b, "      %-22s %s\n", p.Name, line)
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")
@@ -105,9 +111,9 @@ func databaseHelp() string {
 		for _, f := range fs[:len(fs)-1] {
 			fmt.Fprintf(&b, "  %s\n", f)
 		}
-		fmt.Fprintf(&b, "  %-34s %s\n", fs[len(fs)-1], d.Name)
+		fmt.Fprintf(&b, "  %-38s %s\n", fs[len(fs)-1], d.Name)
 		for _, p := range d.Params {
-			fmt.Fprintf(&b, "      ?%s=  %s\n", p.Name, p.Usage)
+			fmt.Fprintf(&b, "      %-22s %s\n", p.Name, p.Usage)
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/backend"
@@ -64,7 +63,7 @@ func (e unreachableError) Unwrap() error { return e.error }
 
 // brokerError is the error of opening or checking the publisher at where:
 // one line, redacted, and marked unreachableError when err is classified
-// publishers.Unavailable (or is a network error, or nats.ErrNoServers)
+// publishers.Unavailable (or is a network error)
 // and not publishers.Misconfigured.
 func brokerError(prefix, where string, err error) error {
 	if publishers.IsMisconfigured(err) {
@@ -72,7 +71,7 @@ func brokerError(prefix, where string, err error) error {
 	}
 	e := fmt.Errorf("%s %s: %s", prefix, where, redact.Text(err.Error()))
 	var ne net.Error
-	if publishers.IsUnavailable(err) || errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne) {
+	if publishers.IsUnavailable(err) || errors.As(err, &ne) {
 		return unreachableError{e}
 	}
 	return e

@@ -71,8 +71,8 @@ Without --broker-url it runs an embedded NATS JetStream server under
 subject outbox.T (--subject-prefix), captured by the stream OUTBOX
 (--stream).
 
-Brokers, by URL scheme, and the URL parameters each reads; a flag of the
-parameter's name (--stream for ?stream=) overrides the URL's:
+Brokers, by URL scheme, and the URL parameters each reads (?name=value);
+the flag named after it, where there is one (--stream), overrides the URL's:
 ` + brokerHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
