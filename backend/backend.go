@@ -107,6 +107,8 @@ type DB interface {
 	// Migrate brings the outbox table and the inbox table to the latest
 	// schema version.
 	Migrate(ctx context.Context) error
+	// SchemaVersions reports where each of those tables stands.
+	SchemaVersions(ctx context.Context) ([]stores.SchemaVersion, error)
 	// Close releases the connections.
 	Close() error
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/internal/sqlkit"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // schemaFS holds the migrations of each table as templates over validated
@@ -24,37 +25,11 @@ import (
 //go:embed schema
 var schemaFS embed.FS
 
-// Migration is one numbered step of a table's schema, rendered for a
-// Config.
-type Migration struct {
-	// Table is the table it migrates: Config.Table or Config.InboxTable.
-	Table string
-	// Version counts from 1, for each table on its own; Name says what
-	// the step does.
-	Version int
-	Name    string
-	// Up brings the table from Version-1 to Version; Down takes it back
-	// (Down of version 1 drops the table). Each is a script of statements
-	// that end with a semicolon at the end of a line.
-	Up, Down string
-}
+// Migration is one table's migration step: see stores.Migration.
+type Migration = stores.Migration
 
-// SchemaVersion is where one table's schema stands.
-type SchemaVersion struct {
-	// Table is the table: Config.Table or Config.InboxTable.
-	Table string
-	// Version is the version applied: 0 when the table does not exist
-	// (recorded or not: a table dropped by hand is made again). A
-	// table that exists without a row in the version table (made by a
-	// Migrate from before versions were recorded, or from
-	// migrations/001_*.up.sql by hand) is at version 1.
-	Version int
-	// Latest is the version Migrate brings the table to.
-	Latest int
-	// AppliedAt is when Version was recorded, in UTC; zero when it is not
-	// recorded (or the table is missing).
-	AppliedAt time.Time
-}
+// SchemaVersion is one table's schema version: see stores.SchemaVersion.
+type SchemaVersion = stores.SchemaVersion
 
 // tableMigrations are the migrations of one table.
 type tableMigrations struct {

@@ -173,7 +173,10 @@ func (u *urlDB) Store() stores.Store                   { return u.d.Store() }
 func (u *urlDB) Table() string                         { return u.d.cfg.Table }
 func (u *urlDB) CheckSchema(ctx context.Context) error { return u.d.Store().CheckSchema(ctx) }
 func (u *urlDB) Migrate(ctx context.Context) error     { return u.d.Migrate(ctx) }
-func (u *urlDB) Close() error                          { return u.sdb.Close() }
+func (u *urlDB) SchemaVersions(ctx context.Context) ([]stores.SchemaVersion, error) {
+	return u.d.SchemaVersions(ctx)
+}
+func (u *urlDB) Close() error { return u.sdb.Close() }
 
 // driverLogger is a go-sql-driver/mysql Logger that writes each line of
 // the driver to a *slog.Logger at Warn, with component=mysql-driver. The

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox/internal/sqlkit"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // The migrations of each table, as templates over the validated schema and
@@ -26,34 +26,11 @@ import (
 //go:embed schema
 var schemaFS embed.FS
 
-// Migration is one numbered step of one table's schema: Up brings the table
-// from Version-1 to Version, Down takes it back.
-type Migration struct {
-	// Table is the table it migrates, as the database names it:
-	// outbox.messages.
-	Table string
-	// Version is the version Up brings the table to, from 1.
-	Version int
-	// Name is the step's name, as in its file name (001_outbox.up.sql):
-	// "outbox" and "inbox" for the first step of each table.
-	Name string
-	// Up and Down are the SQL, rendered for the Config's names.
-	Up, Down string
-}
+// Migration is one table's migration step: see stores.Migration.
+type Migration = stores.Migration
 
-// SchemaVersion is one table's schema version, as SchemaVersions reads it.
-type SchemaVersion struct {
-	// Table is the table, as the database names it: outbox.messages.
-	Table string
-	// Version is the version applied: 0 when the table does not exist.
-	Version int
-	// Latest is the version this package migrates it to.
-	Latest int
-	// AppliedAt is when Migrate or MigrateDown last changed Version, or
-	// recorded the version of a table made before versioning. Zero when
-	// no version is recorded.
-	AppliedAt time.Time
-}
+// SchemaVersion is one table's schema version: see stores.SchemaVersion.
+type SchemaVersion = stores.SchemaVersion
 
 // Migrations returns the migrations of the tables cfg names (nil: the
 // defaults), rendered for its names: the outbox table's in order, then the

@@ -103,6 +103,9 @@ func (o opened) Table() string { return o.db.cfg.Schema + "." + o.db.cfg.Table }
 func (o opened) CheckSchema(ctx context.Context) error { return o.db.Store().CheckSchema(ctx) }
 
 func (o opened) Migrate(ctx context.Context) error { return o.db.Migrate(ctx) }
+func (o opened) SchemaVersions(ctx context.Context) ([]stores.SchemaVersion, error) {
+	return o.db.SchemaVersions(ctx)
+}
 
 func (o opened) Close() error {
 	o.db.pool.Close()

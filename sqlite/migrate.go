@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/internal/sqlkit"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // The schema of each table is a numbered series of migrations, up and
@@ -53,19 +54,8 @@ func (t tableSchema) upSQL() string {
 	return strings.Join(ups, "\n")
 }
 
-// Migration is one numbered step of one table's schema: Up brings the
-// table from Version-1 to Version, Down takes it back.
-type Migration struct {
-	// Table is the table it migrates: outbox_messages.
-	Table string
-	// Version is the version Up brings the table to, from 1.
-	Version int
-	// Name is the step's name, as in its file name (001_outbox.up.sql):
-	// "outbox" and "inbox" for the first step of each table.
-	Name string
-	// Up and Down are the SQL, rendered for the Config's table names.
-	Up, Down string
-}
+// Migration is one table's migration step: see stores.Migration.
+type Migration = stores.Migration
 
 // Migrations returns the migrations of the tables cfg names (nil: the
 // defaults), rendered for their names: the outbox table's in order, then
@@ -203,20 +193,8 @@ func (d *DB) MigrateDown(ctx context.Context, to int) error {
 	return d.migrateDown(ctx, to, d.outboxSchema, d.inboxSchema)
 }
 
-// SchemaVersion is a table's schema version.
-type SchemaVersion struct {
-	// Table is the table's name.
-	Table string
-	// Version is the version applied: 0 when the table does not exist, 1
-	// for a table created before versions were recorded.
-	Version int
-	// Latest is the newest version this package knows; Migrate brings
-	// Version to it.
-	Latest int
-	// AppliedAt is when Migrate recorded Version, by Config.Clock; zero
-	// when it never did.
-	AppliedAt time.Time
-}
+// SchemaVersion is one table's schema version: see stores.SchemaVersion.
+type SchemaVersion = stores.SchemaVersion
 
 // SchemaVersions reports the schema versions of the outbox table and the
 // inbox table, in that order. It reads; it writes nothing.

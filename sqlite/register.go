@@ -136,4 +136,7 @@ func (r registered) Store() stores.Store                   { return r.d.Store() 
 func (r registered) Table() string                         { return r.d.cfg.Table }
 func (r registered) CheckSchema(ctx context.Context) error { return r.d.Store().CheckSchema(ctx) }
 func (r registered) Migrate(ctx context.Context) error     { return r.d.Migrate(ctx) }
-func (r registered) Close() error                          { return r.db.Close() }
+func (r registered) SchemaVersions(ctx context.Context) ([]stores.SchemaVersion, error) {
+	return r.d.SchemaVersions(ctx)
+}
+func (r registered) Close() error { return r.db.Close() }

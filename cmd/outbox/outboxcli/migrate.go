@@ -42,6 +42,13 @@ that migrate with goose, golang-migrate or atlas: that of the database of
 				return fmt.Errorf("migrate %s: %s", d.where, redact.Text(err.Error()))
 			}
 			fmt.Fprintf(g.stdout, "outbox table %s is ready in %s\n", d.table, d.where)
+			vs, err := d.SchemaVersions(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("schema versions in %s: %s", d.where, redact.Text(err.Error()))
+			}
+			for _, v := range vs {
+				fmt.Fprintf(g.stdout, "  %s: schema version %d of %d\n", v.Table, v.Version, v.Latest)
+			}
 			return nil
 		},
 	}
