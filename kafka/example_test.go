@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/kafka"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/subscribers"
@@ -95,13 +95,9 @@ func ExampleNewSubscriber() {
 	defer cancel()
 
 	// The inbox table, in a schema of the example's own.
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	defer pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS kafka_example CASCADE`)
-	db, err := postgres.New(pool, &postgres.Config{Schema: "kafka_example"})
+	pool, schema, done := pgtest.ExampleDB()
+	defer done()
+	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
@@ -78,7 +77,7 @@ func ExampleNewPublisher() {
 func ExampleNewSubscriber() {
 	ctx := context.Background()
 	prefix, stream := exampleNames()
-	pool, schema, done := exampleDB()
+	pool, schema, done := pgtest.ExampleDB()
 	defer done()
 
 	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
@@ -188,28 +187,5 @@ func deleteStreams(pub *nats.Publisher, names ...string) {
 		if err := js.DeleteStream(context.Background(), n); err != nil {
 			log.Printf("delete stream %s: %v", n, err)
 		}
-	}
-}
-
-// exampleDB connects to the test database and returns a schema name no
-// other run uses, and done, which drops it and closes the pool.
-func exampleDB() (pool *pgxpool.Pool, schema string, done func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.URL())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		log.Fatalf("PostgreSQL: %v", err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	schema = "example_" + hex.EncodeToString(b[:])
-	return pool, schema, func() {
-		if _, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
-			log.Printf("drop schema %s: %v", schema, err)
-		}
-		pool.Close()
 	}
 }

@@ -2,14 +2,11 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
@@ -23,7 +20,7 @@ import (
 // commit, or neither.
 func Example() {
 	ctx := context.Background()
-	pool, schema, done := exampleDB()
+	pool, schema, done := pgtest.ExampleDB()
 	defer done()
 
 	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
@@ -66,7 +63,7 @@ func Example() {
 // commit with the mark that the event is done.
 func ExampleDB_Store() {
 	ctx := context.Background()
-	pool, schema, done := exampleDB()
+	pool, schema, done := pgtest.ExampleDB()
 	defer done()
 
 	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
@@ -126,7 +123,7 @@ func ExampleDB_Store() {
 // (same ID) is a duplicate, and its handler does not run again.
 func ExampleDB_Inbox() {
 	ctx := context.Background()
-	pool, schema, done := exampleDB()
+	pool, schema, done := pgtest.ExampleDB()
 	defer done()
 
 	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
@@ -157,27 +154,4 @@ func ExampleDB_Inbox() {
 	// charging for {"id":"order-42"}
 	// handled
 	// duplicate
-}
-
-// exampleDB connects to the test database and returns a new schema name
-// of the example's own; done drops the schema and closes the pool.
-func exampleDB() (pool *pgxpool.Pool, schema string, done func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.URL())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		log.Fatalf("PostgreSQL: %v", err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	schema = "example_" + hex.EncodeToString(b[:])
-	return pool, schema, func() {
-		if _, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
-			log.Printf("drop schema %s: %v", schema, err)
-		}
-		pool.Close()
-	}
 }

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/rabbitmq"
 	"github.com/outboxgo/outbox/subscribers"
@@ -103,20 +103,16 @@ func ExampleNewSubscriber() {
 	const url = "amqp://guest:guest@127.0.0.1:5672/"
 
 	// The inbox: a table in PostgreSQL, and the handler's own table next to it.
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	db, err := postgres.New(pool, &postgres.Config{Schema: "example_rabbitmq"})
+	pool, schema, done := pgtest.ExampleDB()
+	defer done()
+	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
 	}
 	if err := db.Inbox().Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer pool.Exec(ctx, "DROP SCHEMA example_rabbitmq CASCADE")
-	if _, err := pool.Exec(ctx, "CREATE TABLE example_rabbitmq.paid (order_key text)"); err != nil {
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+schema+".paid (order_key text)"); err != nil {
 		log.Fatal(err)
 	}
 	in, err := inbox.New(db.Inbox(), nil)
@@ -124,7 +120,7 @@ func ExampleNewSubscriber() {
 		log.Fatal(err)
 	}
 	pay := func(ctx context.Context, tx pgx.Tx, m inbox.Message) error {
-		_, err := tx.Exec(ctx, "INSERT INTO example_rabbitmq.paid (order_key) VALUES ($1)", m.Key)
+		_, err := tx.Exec(ctx, "INSERT INTO "+schema+".paid (order_key) VALUES ($1)", m.Key)
 		return err
 	}
 
@@ -180,7 +176,7 @@ func ExampleNewSubscriber() {
 		}
 	}
 	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM example_rabbitmq.paid").Scan(&n); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".paid").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("effects:", n)

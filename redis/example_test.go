@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/redis"
 	"github.com/outboxgo/outbox/subscribers"
@@ -86,13 +86,8 @@ func ExampleNewSubscriber() {
 	defer rdb.Del(ctx, prefix+"orders", prefix+"dead")
 
 	// The inbox: a table in a schema of the example's own.
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	schema := fmt.Sprintf("redis_example_%d", os.Getpid())
-	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	pool, schema, done := pgtest.ExampleDB()
+	defer done()
 	db, err := postgres.New(pool, &postgres.Config{Schema: schema})
 	if err != nil {
 		log.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +74,32 @@ func sanitize(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// ExampleDB is Pool and Schema for a runnable example, which has no
+// testing.T: a pool on the test database and a new schema name (the
+// example creates it, through Migrate); done drops the schema and closes
+// the pool. It exits the process when the database is unreachable
+// (testenv.ExamplesNeed leaves the examples out of a run without it).
+func ExampleDB() (pool *pgxpool.Pool, schema string, done func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, URL())
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		log.Fatalf("PostgreSQL at %s: %v", URL(), err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema = "example_" + hex.EncodeToString(b[:])
+	return pool, schema, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
+			log.Printf("drop schema %s: %v", schema, err)
+		}
+		pool.Close()
+	}
 }
