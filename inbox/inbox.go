@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,9 @@ type Config struct {
 	// PurgeBatch is how many records one PurgeExpired statement deletes.
 	// Default 1000.
 	PurgeBatch int
+	// Logger receives a Debug line for each duplicate dropped and an Info
+	// line for each PurgeExpired that deleted records. Default: discarded.
+	Logger *slog.Logger
 }
 
 // Defaults for Config.
@@ -76,6 +80,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.Clock == nil {
 		out.Clock = outbox.SystemClock{}
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	if out.Retention == 0 {
 		out.Retention = DefaultRetention
@@ -131,6 +138,7 @@ func (in *Inbox[TTx]) Handle(ctx context.Context, msg Message, h Handler[TTx]) (
 	})
 	switch {
 	case errors.Is(err, errDuplicate):
+		in.cfg.Logger.Debug("inbox: duplicate dropped", "id", msg.ID, "topic", msg.Topic)
 		return Duplicate, nil
 	case err != nil:
 		return 0, err
@@ -171,6 +179,9 @@ func (in *Inbox[TTx]) PurgeExpired(ctx context.Context) (int64, error) {
 		n, err := in.Purge(ctx, before, in.cfg.PurgeBatch)
 		total += n
 		if err != nil || n < int64(in.cfg.PurgeBatch) {
+			if total > 0 {
+				in.cfg.Logger.Info("inbox: purged expired records", "deleted", total, "received_before", before.UTC())
+			}
 			return total, err
 		}
 	}

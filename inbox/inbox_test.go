@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/clocktest"
+	"github.com/outboxgo/outbox/internal/logtest"
 )
 
 // memTx is a fake transaction: records staged until commit.
@@ -144,5 +146,53 @@ func TestPurgeExpiredBatches(t *testing.T) {
 	}
 	if fmt.Sprint(d.purges) != "[0 2 2 1]" {
 		t.Fatalf("purge batches %v, want [0 2 2 1]", d.purges)
+	}
+}
+
+// A negative Config field is refused, not replaced; a nil driver too.
+func TestNewRefusesBadConfig(t *testing.T) {
+	d := &memDriver{records: map[uuid.UUID]inbox.Record{}}
+	for _, c := range []struct {
+		cfg  *inbox.Config
+		want string
+	}{
+		{&inbox.Config{Retention: -time.Hour}, "Retention -1h0m0s: must not be negative"},
+		{&inbox.Config{PurgeBatch: -1}, "PurgeBatch -1: must not be negative"},
+	} {
+		if _, err := inbox.New[*memTx](d, c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error saying %q", c.cfg, err, c.want)
+		}
+	}
+	if _, err := inbox.New[*memTx](nil, nil); err == nil {
+		t.Error("New(nil driver) succeeded")
+	}
+}
+
+// The Logger hears of each duplicate dropped (Debug) and of a purge that
+// deleted records (Info).
+func TestLogsDuplicatesAndPurges(t *testing.T) {
+	var buf logtest.Buffer
+	d := &memDriver{records: map[uuid.UUID]inbox.Record{}}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, err := inbox.New[*memTx](d, &inbox.Config{Clock: clock, Retention: time.Hour, Logger: buf.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context, *memTx, inbox.Message) error { return nil }
+	m := inbox.Message{ID: outbox.NewID(), Topic: "orders"}
+	for range 2 {
+		if _, err := in.Handle(context.Background(), m, nop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := buf.Lines("inbox: duplicate dropped"); len(got) != 1 || !strings.Contains(got[0], m.ID.String()) {
+		t.Fatalf("duplicate log lines %q, want one naming %s", got, m.ID)
+	}
+	clock.Advance(2 * time.Hour)
+	if n, err := in.PurgeExpired(context.Background()); err != nil || n != 1 {
+		t.Fatalf("PurgeExpired = %d, %v", n, err)
+	}
+	if got := buf.Lines("inbox: purged expired records"); len(got) != 1 || !strings.Contains(got[0], "deleted=1") {
+		t.Fatalf("purge log lines %q, want one with deleted=1", got)
 	}
 }
