@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/google/uuid"
 )
@@ -25,6 +26,10 @@ type Config struct {
 	// in the caller's transaction, instead of at the broker later. Default:
 	// 1 MiB (NATS's default max_payload). Negative: no limit.
 	MaxPayload int
+	// Logger receives a Debug line for each Enqueue, with the IDs it
+	// wrote in the caller's transaction (published once it commits).
+	// Default: discarded.
+	Logger *slog.Logger
 }
 
 // DefaultMaxPayload is Config.MaxPayload's default.
@@ -40,6 +45,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxPayload == 0 {
 		out.MaxPayload = DefaultMaxPayload
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
 	}
 	return out
 }
@@ -81,5 +89,15 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Message) erro
 		}
 		out[i] = m
 	}
-	return o.driver.InsertTx(ctx, tx, out)
+	if err := o.driver.InsertTx(ctx, tx, out); err != nil {
+		return err
+	}
+	if o.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		ids := make([]string, len(out))
+		for i, m := range out {
+			ids[i] = m.ID.String()
+		}
+		o.cfg.Logger.DebugContext(ctx, "outbox: enqueued", "ids", ids)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/hostile"
+	"github.com/outboxgo/outbox/internal/logtest"
 )
 
 type captureDriver struct{ got []outbox.Message }
@@ -95,5 +96,19 @@ func TestEnqueueFillsIDAndKeepsCallerSlice(t *testing.T) {
 	}
 	if d.got[0].ID.Version() != 7 || d.got[1].ID != given || d.got[0].CreatedAt.IsZero() {
 		t.Fatalf("driver got %+v", d.got)
+	}
+}
+
+// The Logger hears, at Debug, of the IDs each Enqueue wrote.
+func TestEnqueueLogsIDs(t *testing.T) {
+	var buf logtest.Buffer
+	d := &captureDriver{}
+	ob := outbox.New[struct{}](d, &outbox.Config{Logger: buf.Logger()})
+	id := outbox.NewID()
+	if err := ob.Enqueue(context.Background(), struct{}{}, outbox.Message{ID: id, Topic: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.Lines("outbox: enqueued"); len(got) != 1 || !strings.Contains(got[0], id.String()) {
+		t.Fatalf("log lines %q, want one naming %s", got, id)
 	}
 }

@@ -22,7 +22,6 @@
 package subscribertest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -139,12 +138,8 @@ type Config struct {
 	Options subscribers.Options
 }
 
-// Subscriber is what the four subscribers have in common.
-type Subscriber interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-	Run(ctx context.Context) error
-}
+// Subscriber is the contract the suite holds a subscriber to.
+type Subscriber = subscribers.Subscriber
 
 // DeadLetter is a message of the dead-letter destination, translated.
 type DeadLetter struct {
