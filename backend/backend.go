@@ -326,19 +326,45 @@ func OpenBroker(ctx context.Context, rawURL string, o *BrokerOptions) (publisher
 
 // ApplyParams returns rawURL with the query parameters in set replacing
 // the URL's own: how flags override a URL. Parameters not in set are kept
-// as they are; an empty set returns rawURL unchanged.
+// as they are; an empty set returns rawURL unchanged. In a comma-separated
+// list of URLs (nats://a:4222?stream=X,nats://b:4222) each element loses
+// the parameters set replaces, and the last one gets them.
 func ApplyParams(rawURL string, set map[string]string) (string, error) {
 	if len(set) == 0 {
 		return rawURL, nil
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "", fmt.Errorf("URL %s: %s", redact.URL(rawURL), redact.Text(err.Error()))
+	els := splitList(rawURL)
+	for i, el := range els {
+		u, err := url.Parse(el)
+		if err != nil {
+			return "", fmt.Errorf("URL %s: %s", redact.URL(rawURL), redact.Text(err.Error()))
+		}
+		q := u.Query()
+		for k, v := range set {
+			if i == len(els)-1 {
+				q.Set(k, v)
+			} else {
+				q.Del(k)
+			}
+		}
+		u.RawQuery = q.Encode()
+		els[i] = u.String()
 	}
-	q := u.Query()
-	for k, v := range set {
-		q.Set(k, v)
+	return strings.Join(els, ","), nil
+}
+
+// splitList splits a comma-separated list of URLs where a comma starts a
+// new URL (one with a scheme); commas between hosts of one authority
+// (kafka://h1:9092,h2:9092) stay inside it.
+func splitList(rawURL string) []string {
+	parts := strings.Split(rawURL, ",")
+	out := []string{parts[0]}
+	for _, p := range parts[1:] {
+		if Scheme(p) != "" && strings.Contains(p, "://") {
+			out = append(out, p)
+		} else {
+			out[len(out)-1] += "," + p
+		}
 	}
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return out
 }
