@@ -77,23 +77,29 @@ func brokerError(prefix, where string, err error) error {
 	return e
 }
 
-// brokerURL is --broker-url with the broker parameter flags given
-// (--stream, --subject-prefix, …) replacing the URL's parameters.
-func (f *relayFlags) brokerURL() (string, error) {
+// brokerURL is raw with the broker parameter flags given (--stream,
+// --subject-prefix, …) replacing the URL's parameters.
+func (f *relayFlags) brokerURL(raw string) (string, error) {
 	set := map[string]string{}
 	for _, pf := range f.params {
 		if pf.changed {
 			set[pf.param] = pf.value
 		}
 	}
-	return backend.ApplyParams(f.rawBrokerURL, set)
+	return backend.ApplyParams(raw, set)
 }
 
-// checkBroker validates --broker-url and the parameter flags without
+// embeddedURL is the embedded broker's URL at base: its stream captures
+// the prefix's subjects unless --stream names another.
+func embeddedURL(base string) string {
+	return base + "?stream=" + embeddedStream
+}
+
+// checkBroker validates the broker URL raw and the parameter flags without
 // connecting: the scheme, that each flag given is one of this broker's, and
 // the parameters' values. what names the broker in messages.
-func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks, what string) {
-	b, err := backend.LookupBroker(f.rawBrokerURL)
+func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks, what, raw string) {
+	b, err := backend.LookupBroker(raw)
 	if err != nil {
 		c.add(flagError("broker-url", err))
 		return
@@ -106,14 +112,14 @@ func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks, what
 		}
 		if pf.changed && !slices.Contains(pf.brokers, b.Name) {
 			c.add(fmt.Errorf("%s is a %s setting, and --broker-url is a %s:// URL",
-				g.flagRef(cmd, name), strings.Join(pf.brokers, " and "), backend.Scheme(f.rawBrokerURL)))
+				g.flagRef(cmd, name), strings.Join(pf.brokers, " and "), backend.Scheme(raw)))
 			ok = false
 		}
 	}
 	if !ok || b.Validate == nil {
 		return
 	}
-	u, err := f.brokerURL()
+	u, err := f.brokerURL(raw)
 	if err == nil {
 		err = b.Validate(u)
 	}
@@ -130,7 +136,7 @@ func (f *relayFlags) checkBroker(cmd *cobra.Command, g *globals, c *checks, what
 func (f *relayFlags) openPublisher(cmd *cobra.Command, log *slog.Logger) (publishers.Publisher, string, error) {
 	ctx := cmd.Context()
 	where := redact.URL(f.rawBrokerURL)
-	u, err := f.brokerURL()
+	u, err := f.brokerURL(f.rawBrokerURL)
 	if err != nil {
 		return nil, "", err
 	}
@@ -164,15 +170,15 @@ func (f *relayFlags) startEmbedded(cmd *cobra.Command, g *globals, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS under %s: %w", f.dataDir, err)
 	}
-	f.rawBrokerURL = srv.URL()
-	stream, prefix := f.params["stream"], f.params["subject-prefix"]
-	if !stream.changed {
-		stream.value, stream.changed = embeddedStream, true
+	f.rawBrokerURL = embeddedURL(srv.URL())
+	stream, prefix := embeddedStream, defaultSubjectPrefix
+	if p := f.params["stream"]; p.changed {
+		stream = p.value
 	}
-	if !prefix.changed {
-		prefix.value = defaultSubjectPrefix
+	if p := f.params["subject-prefix"]; p.changed {
+		prefix = p.value
 	}
 	fmt.Fprintf(g.stdout, "embedded NATS JetStream at %s (data in %s): events on subjects %s.<topic>, stream %s\n",
-		srv.URL(), f.dataDir, prefix.value, stream.value)
+		srv.URL(), f.dataDir, prefix, stream)
 	return srv.Shutdown, nil
 }

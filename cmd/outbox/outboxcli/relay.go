@@ -132,19 +132,10 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	if f.rawBrokerURL != "" {
 		c.conflict("broker-url", "data-dir", "--data-dir is the embedded broker's, which runs only without --broker-url")
 		c.conflict("broker-url", "embedded-port", "--embedded-port is the embedded broker's, which runs only without --broker-url")
-		f.checkBroker(cmd, g, c, "--broker-url")
-	} else if p := f.params["subject-prefix"]; p.changed {
-		// The embedded broker: its URL is known only once it runs, and
-		// its stream captures the prefix's subjects.
-		f.rawBrokerURL = "nats://127.0.0.1:4222"
-		stream := f.params["stream"]
-		saved := *stream
-		if !stream.changed {
-			stream.value, stream.changed = embeddedStream, true
-		}
-		f.checkBroker(cmd, g, c, "the embedded broker")
-		*stream = saved
-		f.rawBrokerURL = ""
+		f.checkBroker(cmd, g, c, "--broker-url", f.rawBrokerURL)
+	} else if f.params["subject-prefix"].changed {
+		// The embedded broker's port is known only once it runs.
+		f.checkBroker(cmd, g, c, "the embedded broker", embeddedURL("nats://127.0.0.1:4222"))
 	}
 	g.checkDB(c)
 	return c.err()
