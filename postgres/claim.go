@@ -19,8 +19,9 @@ import (
 // relay publishes and ends in Complete or Abort; if the relay dies, the
 // database ends it and the rows are claimable again at once.
 //
-// Keyed rows are claimed key by key (see keyedSQL): each key's head only,
-// so a key never has two rows in flight and never one out of turn. Keys are
+// Keyed rows are claimed key by key (see keyedSQL): each key's head and,
+// up to p.PerKey rows, the rows right after it, an unbroken run, so a key's
+// rows in flight are always its next ones and never one out of turn. Keys are
 // visited round-robin from where the last claim stopped, so no key starves.
 // With p.Unordered, every due row of each key is claimable (see
 // keyedUnorderedSQL), still walking keys round-robin. Unkeyed rows fill the
@@ -72,9 +73,18 @@ const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
-	keyed := s.keyedSQL
-	if p.Unordered {
-		keyed = s.keyedUnorderedSQL
+	// keyed queues the keyed claim of up to limit rows of the keys after
+	// after (and up to upTo, when bounded).
+	keyed := func(pb *pgx.Batch, bounded bool, limit int, after, upTo string) {
+		args := []any{now, limit, after}
+		if bounded {
+			args = append(args, upTo)
+		}
+		if p.Unordered {
+			pb.Queue(s.keyedUnorderedSQL(bounded), args...)
+			return
+		}
+		pb.Queue(s.keyedSQL(bounded), append(args, max(1, p.PerKey))...)
 	}
 
 	// From the cursor to the last key, then from the first key up to the
@@ -82,15 +92,14 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	cursor := s.cursor.Get()
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
-	pb.Queue(keyed(false), now, p.Limit, cursor)
-	if err := s.run(ctx, tx, &pb, 1, b); err != nil {
+	keyed(&pb, false, p.Limit, cursor, "")
+	if err := s.run(ctx, tx, &pb, 1, b, !p.Unordered); err != nil {
 		return err
 	}
-	full := len(b.recs) == p.Limit
-	if !full && cursor != "" {
+	if len(b.recs) < p.Limit && cursor != "" {
 		var pb pgx.Batch
-		pb.Queue(keyed(true), now, p.Limit-len(b.recs), "", cursor)
-		if err := s.run(ctx, tx, &pb, 0, b); err != nil {
+		keyed(&pb, true, p.Limit-len(b.recs), "", cursor)
+		if err := s.run(ctx, tx, &pb, 0, b, !p.Unordered); err != nil {
 			return err
 		}
 	}
@@ -99,14 +108,15 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		var pb pgx.Batch
 		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND key = '' AND available_at <= $1
 			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, left)
-		return s.run(ctx, tx, &pb, 0, b)
+		return s.run(ctx, tx, &pb, 0, b, false)
 	}
 	return nil
 }
 
 // run sends pb and appends to b the rows of every query in it but the first
-// skip (settings).
-func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *batch) error {
+// skip (settings). With runs, the queries are keyedSQL's: each row carries
+// its place in its key's run, and only unbroken runs are kept (see keepRuns).
+func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *batch, runs bool) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
 		if i < skip {
@@ -121,34 +131,90 @@ func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *
 			_ = br.Close()
 			return err
 		}
-		recs, err := pgx.CollectRows(rows, scanRecord)
+		if !runs {
+			recs, err := pgx.CollectRows(rows, scanRecord)
+			if err != nil {
+				_ = br.Close()
+				return err
+			}
+			b.recs = append(b.recs, recs...)
+			continue
+		}
+		ranked, err := pgx.CollectRows(rows, scanRanked)
 		if err != nil {
 			_ = br.Close()
 			return err
 		}
-		b.recs = append(b.recs, recs...)
+		b.recs = append(b.recs, keepRuns(ranked)...)
 	}
 	return br.Close()
 }
 
-// keyedSQL claims the heads of keys, visiting keys in order from $3
-// (exclusive) and, when bounded, up to $4 (inclusive). A recursive CTE skips
-// from key to key along the (key, seq) index of pending keyed rows, so the
-// cost is per key visited, not per pending row; the query stops as soon as
-// $2 heads are locked.
+// ranked is a row of keyedSQL: a record and its place in its key's pending
+// rows (1 for the head) in the statement's snapshot.
+type ranked struct {
+	rec  stores.Record
+	rank int64
+}
+
+func scanRanked(r pgx.CollectableRow) (ranked, error) {
+	var x ranked
+	var available time.Time
+	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
+		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.rank)
+	if available.After(x.rec.CreatedAt) && x.rec.Attempts == 0 {
+		x.rec.NotBefore = available
+	}
+	return x, err
+}
+
+// keepRuns keeps, of each key's locked rows (which keyedSQL returns key by
+// key, in the key's order), the unbroken run from the head: ranks 1, 2, 3 …
+// up to the first missing one. A missing rank is a row another batch holds,
+// one that is not due, or one completed since the snapshot: the rows after
+// it must wait, and so must the whole key when the head is missing. The
+// rows left out stay locked until this batch ends, untouched; no claim
+// would take them before the head's successor anyway.
+func keepRuns(rows []ranked) []stores.Record {
+	out := make([]stores.Record, 0, len(rows))
+	var key string
+	var want int64
+	for _, x := range rows {
+		if x.rec.Key != key || want == 0 {
+			key, want = x.rec.Key, 1
+		}
+		if x.rank == want {
+			out = append(out, x.rec)
+			want++
+		} else {
+			want = -1 // broken: nothing more of this key
+		}
+	}
+	return out
+}
+
+// keyedSQL claims runs of keys: each key's head and the rows right after
+// it, up to PerKey rows of a key (the last parameter), visiting keys in
+// order from $3 (exclusive) and, when bounded, up to $4 (inclusive). A recursive CTE skips from key to key
+// along the (key, seq) index of pending keyed rows, so the cost is per key
+// visited plus per row taken, not per pending row; the query stops as soon
+// as $2 rows are locked. Each row comes with its rank among its key's
+// pending rows in the statement's snapshot (1 for the head), and
+// keepRuns keeps only unbroken runs from rank 1.
 //
-// A head is locked with SKIP LOCKED: a head another batch holds is in
-// flight, and its key is passed over. A later row of that key is never a
-// candidate, because the head is computed from this statement's snapshot,
-// in which the held head is still pending. When the holder has completed
-// the head meanwhile, locking the now-changed row re-checks it (status,
-// due time) against its latest version, so a head that was published,
-// deleted or rescheduled is not taken either.
+// Rows are locked with SKIP LOCKED: a head another batch holds is in
+// flight, and its key is passed over (keepRuns drops the rows after it). A
+// row of a key whose head is not in the snapshot's list is never a
+// candidate, because the list is computed from this statement's snapshot,
+// in which a held head is still pending. When the holder has completed rows
+// meanwhile, locking a now-changed row re-checks it (status, due time)
+// against its latest version, so a row that was published, deleted or
+// rescheduled is not taken either, and the run stops before it.
 func (s *Store) keyedSQL(bounded bool) string {
 	t := s.nm.table
-	upper := ""
+	upper, perKey := "", "$4"
 	if bounded {
-		upper = " AND key <= $4"
+		upper, perKey = " AND key <= $4", "$5"
 	}
 	return `WITH RECURSIVE keys(key) AS (
 		(SELECT key FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key LIMIT 1)
@@ -156,9 +222,10 @@ func (s *Store) keyedSQL(bounded bool) string {
 		SELECT (SELECT n.key FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + ` ORDER BY n.key LIMIT 1)
 		FROM keys k WHERE k.key IS NOT NULL
 	)
-	SELECT ` + qualified("m", recordCols) + ` FROM keys k
-	CROSS JOIN LATERAL (SELECT h.seq FROM ` + t + ` h WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT 1) head
-	JOIN ` + t + ` m ON m.seq = head.seq
+	SELECT ` + qualified("m", recordCols) + `, run.rank FROM keys k
+	CROSS JOIN LATERAL (SELECT h.seq, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
+		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT ` + perKey + `) run
+	JOIN ` + t + ` m ON m.seq = run.seq
 	WHERE k.key IS NOT NULL AND m.status = 0 AND m.available_at <= $1
 	LIMIT $2
 	FOR UPDATE OF m SKIP LOCKED`

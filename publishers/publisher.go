@@ -52,6 +52,21 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
+// OrderKeeper is implemented by publishers that can keep each key's order
+// within one Publish call by themselves, whatever fails: a message of a key
+// is stored only after every earlier message of that key in the call, and
+// once one fails, no later message of its key in the call is stored (each
+// fails too). Kafka's idempotent producer keeps it per partition, and a key
+// is one partition. KeepsKeyOrder reports whether the publisher, as
+// configured, does; the relay then sends a batch's events of a key in one
+// pipelined call instead of one call per event. A publisher that cannot
+// promise it must not implement it or must report false: the relay's
+// default, one event of a key in flight at a time, keeps the order on any
+// broker.
+type OrderKeeper interface {
+	KeepsKeyOrder() bool
+}
+
 // ErrUnavailable marks an error as the broker (or the path to it) being
 // unavailable: the relay stops publishing, backs off as a whole and does not
 // count an attempt against the message.

@@ -43,6 +43,16 @@ type Config struct {
 	// transactions committed, across any number of relays (see the package
 	// doc); unkeyed events always take the unordered path.
 	Unordered bool
+	// PerKey is how many consecutive events of one key a batch may take
+	// in ordered mode. They are published one after another, each once the
+	// broker has acknowledged the one before, while the events of other
+	// keys go out alongside; the whole batch is then marked in one
+	// statement. So a busy key moves at the broker's one-at-a-time rate
+	// instead of one event per claim → publish → mark cycle. A publisher
+	// that keeps a key's order by itself (publishers.OrderKeeper) gets a
+	// key's events in one pipelined call. Default 1000 (BatchSize, when
+	// smaller); 1 takes heads only.
+	PerKey int
 	// KeyedFailure is what a failing keyed event does to its key in
 	// ordered mode. BlockKey (the default) retries it for ever, with
 	// RetryBackoff, holding its key's later events back until it succeeds
@@ -131,6 +141,10 @@ type BatchResult struct {
 	// Unavailable and Refused were left pending, uncharged: the broker
 	// was unavailable, or refused the relay's configuration.
 	Unavailable, Refused int
+	// Deferred were claimed but not sent, left pending and uncharged: an
+	// earlier event of their key in the batch failed, the broker went
+	// away, or the batch's publish time ran short (see Config.PerKey).
+	Deferred int
 	// Elapsed is the time from claim to completion (wall clock).
 	Elapsed time.Duration
 }
@@ -139,6 +153,7 @@ type BatchResult struct {
 const (
 	DefaultBatchSize       = 1000
 	DefaultWorkers         = 2
+	DefaultPerKey          = 1000
 	DefaultPollInterval    = time.Second
 	DefaultPublishTimeout  = 10 * time.Second
 	DefaultStoreTimeout    = 30 * time.Second
@@ -169,6 +184,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Workers == 0 {
 		out.Workers = DefaultWorkers
 	}
+	if out.PerKey == 0 {
+		out.PerKey = min(DefaultPerKey, out.BatchSize)
+	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
 	}
@@ -193,8 +211,8 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.KeyedFailure != BlockKey && out.KeyedFailure != DeadLetterKey {
 		errs = append(errs, fmt.Errorf("KeyedFailure %d: want BlockKey or DeadLetterKey", out.KeyedFailure))
 	}
-	if out.BatchSize < 0 || out.Workers < 0 || out.MaxAttempts < 0 {
-		errs = append(errs, errors.New("BatchSize, Workers and MaxAttempts must be positive"))
+	if out.BatchSize < 0 || out.Workers < 0 || out.MaxAttempts < 0 || out.PerKey < 0 {
+		errs = append(errs, errors.New("BatchSize, Workers, MaxAttempts and PerKey must be positive"))
 	}
 	if out.PollInterval < 0 || out.PublishTimeout < 0 || out.StoreTimeout < 0 || out.Retention < 0 || out.PurgeInterval < 0 || out.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))

@@ -16,8 +16,9 @@ import (
 
 // The relay's state machine (breaker, wake-ups, shutdown, timeouts) tested
 // on an in-memory store and publisher, so it runs without any service. The
-// store keeps the contract's rules that the relay relies on — heads only in
-// ordered mode, held records skipped, outcomes applied at Complete — and
+// store keeps the contract's rules that the relay relies on — in ordered
+// mode a key's head and the free records right after it (PerKey), held
+// records skipped, outcomes applied at Complete — and
 // nothing else; the real stores are held to the whole contract by
 // stores/storetest.
 
@@ -79,17 +80,28 @@ func (s *memStore) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := &memBatch{s: s}
-	heads := map[string]bool{} // keys whose head was seen
+	taken := map[string]int{}    // records of each key taken
+	stopped := map[string]bool{} // keys whose run ended
 	for _, r := range s.recs {
 		if r.status != 0 || len(b.recs) == p.Limit {
 			continue
 		}
-		isHead := r.Key == "" || p.Unordered || !heads[r.Key]
-		heads[r.Key] = true
-		if isHead && !r.held && !r.available.After(p.Now) {
-			r.held = true
-			b.recs = append(b.recs, r)
+		free := !r.held && !r.available.After(p.Now)
+		if r.Key == "" || p.Unordered {
+			if free {
+				r.held = true
+				b.recs = append(b.recs, r)
+			}
+			continue
 		}
+		// Ordered: the key's head and the free records right after it.
+		if stopped[r.Key] || !free || taken[r.Key] == max(1, p.PerKey) {
+			stopped[r.Key] = true
+			continue
+		}
+		taken[r.Key]++
+		r.held = true
+		b.recs = append(b.recs, r)
 	}
 	return b, nil
 }

@@ -22,6 +22,8 @@ type Relay struct {
 	cfg   Config
 	log   *slog.Logger
 	brk   *breaker
+	// keepsKeyOrder: pub is a publishers.OrderKeeper that keeps key order.
+	keepsKeyOrder bool
 	// failures logs per-event failures, rate-limited.
 	failures *failureLog
 	// wakes has one channel per worker, made by New and never written
@@ -62,6 +64,9 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 		failures: newFailureLog(c.Logger, c.Clock), wakes: make([]chan struct{}, c.Workers)}
 	for i := range r.wakes {
 		r.wakes[i] = make(chan struct{}, 1)
+	}
+	if ok, is := pub.(publishers.OrderKeeper); is {
+		r.keepsKeyOrder = ok.KeepsKeyOrder()
 	}
 	return r, nil
 }
@@ -110,8 +115,20 @@ func (r *Relay) Start(ctx context.Context) error {
 	if listen {
 		wakeUps = l.WakeUps() + ", and polling every " + r.cfg.PollInterval.String()
 	}
-	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "ordered", !r.cfg.Unordered, "wake_ups", wakeUps)
+	r.log.Info("relay started", "workers", r.cfg.Workers, "batch_size", r.cfg.BatchSize, "ordered", !r.cfg.Unordered,
+		"per_key", r.perKeyLog(), "wake_ups", wakeUps)
 	return nil
+}
+
+// perKeyLog says how the relay sends a key's events, for its start line.
+func (r *Relay) perKeyLog() string {
+	switch {
+	case r.cfg.Unordered:
+		return "unordered"
+	case r.keepsKeyOrder:
+		return fmt.Sprintf("up to %d per batch, pipelined (the publisher keeps key order)", r.cfg.PerKey)
+	}
+	return fmt.Sprintf("up to %d per batch, one in flight", r.cfg.PerKey)
 }
 
 // Stop stops claiming, lets in-flight batches finish publishing and be

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -116,7 +115,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
 	defer cancel()
-	b, err := r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered})
+	b, err := r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey})
 	if err != nil {
 		return 0, err
 	}
@@ -126,16 +125,19 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	msgs := make([]outbox.Message, len(recs))
-	for i := range recs {
-		msgs[i] = recs[i].Message
-	}
-	errs, err := r.publish(ctx, b, msgs)
+	errs, err := r.publishBatch(ctx, b, recs)
 	if err != nil {
 		return len(recs), err
 	}
 	if h := r.cfg.Hooks.AfterPublish; h != nil {
-		h(msgs, errs)
+		var msgs []outbox.Message
+		var res []error
+		for i := range recs {
+			if errs[i] != errDeferred { //nolint:errorlint // the sentinel itself, never wrapped
+				msgs, res = append(msgs, recs[i].Message), append(res, errs[i])
+			}
+		}
+		h(msgs, res)
 	}
 
 	now := r.cfg.Clock.Now()
@@ -147,6 +149,9 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			o.Published = append(o.Published, rec.ID)
+		case err == errDeferred: //nolint:errorlint // the sentinel itself, never wrapped
+			// Not attempted: left pending, uncharged.
+			res.Deferred++
 		case publishers.IsMisconfigured(err):
 			// The broker refused the configuration: not the event's
 			// fault either. Leave it untouched.
@@ -201,56 +206,6 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		return len(recs), errors.Join(errOutage, outage)
 	}
 	return len(recs), nil
-}
-
-// publish sends msgs to the broker, or to the in-process handlers for the
-// topics they handle, and returns one result per message.
-func (r *Relay) publish(ctx context.Context, b stores.Batch, msgs []outbox.Message) ([]error, error) {
-	ip := r.cfg.InProcess
-	if ip == nil {
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-		errs := r.pub.Publish(pctx, msgs)
-		cancel()
-		if len(errs) != len(msgs) {
-			return nil, errors.New("relay: publisher returned a wrong number of results")
-		}
-		return errs, nil
-	}
-	errs := make([]error, len(msgs))
-	var local, remote []outbox.Message
-	var li, ri []int
-	for i := range msgs {
-		if ip.handles(msgs[i].Topic) {
-			local, li = append(local, msgs[i]), append(li, i)
-		} else {
-			remote, ri = append(remote, msgs[i]), append(ri, i)
-		}
-	}
-	if len(remote) > 0 {
-		if r.pub == nil {
-			for _, i := range ri {
-				errs[i] = publishers.Permanent(fmt.Errorf("no broker and no in-process handler for topic %q", msgs[i].Topic))
-			}
-		} else {
-			pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-			res := r.pub.Publish(pctx, remote)
-			cancel()
-			if len(res) != len(remote) {
-				return nil, errors.New("relay: publisher returned a wrong number of results")
-			}
-			for j, i := range ri {
-				errs[i] = res[j]
-			}
-		}
-	}
-	if len(local) > 0 {
-		res := make([]error, len(local))
-		ip.run(ctx, b, local, res)
-		for j, i := range li {
-			errs[i] = res[j]
-		}
-	}
-	return errs, nil
 }
 
 // blocksKey reports whether a failure of rec holds its key: a keyed event

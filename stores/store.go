@@ -67,7 +67,8 @@ type Listener interface {
 // Batch is a claim. It must end with exactly one Complete or Abort; Abort
 // after Complete is a no-op, so `defer b.Abort(ctx)` is the idiom.
 type Batch interface {
-	// Records are the claimed records, oldest first.
+	// Records are the claimed records, oldest first, except that the
+	// records of one key come in the key's order (see ClaimParams.PerKey).
 	Records() []Record
 	// Complete applies o and releases the batch.
 	Complete(ctx context.Context, o Outcome) error
@@ -97,6 +98,16 @@ type ClaimParams struct {
 	// in flight across every relay, and a key whose head waits for a retry
 	// waits as a whole.
 	Unordered bool
+	// PerKey is, in ordered mode, the most records of one key a claim may
+	// take: the key's head and the records right after it, in the key's
+	// order, as long as each is due and no other batch holds it — a run
+	// that stops at the first record that is not, so what a batch holds of
+	// a key is always the key's next records with none left out. The relay
+	// publishes them one after another, each after the previous one's
+	// acknowledgement. Zero or one: heads only. A store may take fewer (it
+	// may always take heads only); it never takes a record past one it
+	// left out.
+	PerKey int
 }
 
 // Outcome is what happened to a batch's records.
