@@ -33,6 +33,7 @@ type Options struct {
 	Out    io.Writer // progress and the table; default os.Stdout
 
 	DrainN        int           // events per drain of our relay and of the limits
+	Keys          []int         // key counts of the drain's ordered/unordered pairs; default 1000 (quick: 1, 1000)
 	BaselineN     int           // events per drain of the textbook loop and Watermill
 	WriteFor      time.Duration // per write-path cell
 	LatencyFor    time.Duration // per latency cell
@@ -70,6 +71,13 @@ func (o *Options) withDefaults() {
 	}
 	if o.DrainN == 0 {
 		o.DrainN = q(1_000_000, 2_000)
+	}
+	if len(o.Keys) == 0 {
+		if o.Quick {
+			o.Keys = []int{1, keyCount}
+		} else {
+			o.Keys = []int{keyCount}
+		}
 	}
 	if o.BaselineN == 0 {
 		o.BaselineN = q(100_000, 2_000)
@@ -151,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
-		"drain_n": o.DrainN, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
+		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
 		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
 	}}

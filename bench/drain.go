@@ -24,6 +24,8 @@ const (
 	payloadSize = 200
 	keyCount    = 1000
 	drainLimit  = 60 * time.Minute
+	// syncN bounds the events of the one-at-a-time JetStream limit.
+	syncN = 50_000
 )
 
 // limits measures (c): JetStream's async publish rate with no database, and
@@ -68,6 +70,22 @@ func (r *runner) limits(ctx context.Context) error {
 	r.add(Result{Workload: "drain", Case: "limit: JetStream async publish", Params: map[string]any{"n": n, "batch": batch},
 		Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": rss.peakMiB()}})
 
+	// JetStream one message at a time: each publish waits for its ack, the
+	// most one key can move when a key has one message in flight.
+	ns := min(n, syncN)
+	start = time.Now()
+	for range ns {
+		m := &nats.Msg{Subject: e.name + ".bench", Data: payload, Header: nats.Header{
+			jetstream.MsgIDHeader: []string{uuid.NewString()},
+		}}
+		if _, err := e.js.PublishMsg(ctx, m); err != nil {
+			return fmt.Errorf("publish sync: %w", err)
+		}
+	}
+	el = time.Since(start)
+	r.add(Result{Workload: "drain", Case: "limit: JetStream sync publish", Params: map[string]any{"n": ns},
+		Metrics: map[string]float64{"events_per_s": float64(ns) / el.Seconds(), "seconds": el.Seconds()}})
+
 	// The database alone: our store's Claim 1,000 + Complete (delete, as the
 	// relay does with no retention), two workers like the relay's default.
 	// Twice: unordered claims of unkeyed events (the index on due time) and
@@ -101,7 +119,7 @@ func claimLoop(ctx context.Context, e *env, n int, unordered bool) (time.Duratio
 	for range relay.DefaultWorkers {
 		wg.Go(func() {
 			for done.Load() < int64(n) {
-				b, err := e.store.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), Unordered: unordered})
+				b, err := e.store.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), Unordered: unordered, PerKey: relay.DefaultPerKey})
 				if err != nil {
 					errc <- err
 					return
@@ -136,23 +154,33 @@ func claimLoop(ctx context.Context, e *env, n int, unordered bool) (time.Duratio
 	return time.Since(start), rss.peakMiB(), nil
 }
 
-// drainOurs drains DrainN events (1,000 keys) with our relay, unordered and
-// ordered, and unordered with unkeyed events (the store's index path for
-// unordered claims).
+// drainOurs drains DrainN events with our relay for each key count of
+// Options.Keys, ordered then unordered on a backlog of the same shape, then
+// unordered with unkeyed events (the store's index path for unordered
+// claims), then the plain batched relay (baseline: the least a relay must
+// do).
 func (r *runner) drainOurs(ctx context.Context) error {
-	for _, c := range []struct {
-		name      string
-		unordered bool
-		keys      int
-	}{{"unordered", true, keyCount}, {"ordered", false, keyCount}, {"unordered, unkeyed events", true, 0}} {
-		res, err := r.drainRelay(ctx, r.o.DrainN, c.keys, 1, 0, &relay.Config{Unordered: c.unordered})
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+	for _, keys := range r.o.Keys {
+		for _, unordered := range []bool{false, true} {
+			mode := "ordered"
+			if unordered {
+				mode = "unordered"
+			}
+			res, err := r.drainRelay(ctx, r.o.DrainN, keys, 1, 0, &relay.Config{Unordered: unordered})
+			if err != nil {
+				return fmt.Errorf("%s, %d keys: %w", mode, keys, err)
+			}
+			res.Workload, res.Case = "drain", fmt.Sprintf("outbox relay, %s, %d keys", mode, keys)
+			r.add(res)
 		}
-		res.Workload, res.Case = "drain", "outbox relay, "+c.name
-		r.add(res)
 	}
-	return nil
+	res, err := r.drainRelay(ctx, r.o.DrainN, 0, 1, 0, &relay.Config{Unordered: true})
+	if err != nil {
+		return fmt.Errorf("unkeyed: %w", err)
+	}
+	res.Workload, res.Case = "drain", "outbox relay, unordered, unkeyed events"
+	r.add(res)
+	return r.plainBatched(ctx)
 }
 
 // drainRelay seeds n events and times `relays` relays (each with its own
@@ -197,6 +225,7 @@ func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, ackDelay t
 		return n
 	}
 	rss := startRSS()
+	cpu := startCPU()
 	start := time.Now()
 	for _, rl := range rs {
 		if err := rl.Start(ctx); err != nil {
@@ -215,6 +244,7 @@ func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, ackDelay t
 		time.Sleep(time.Millisecond)
 	}
 	peak := rss.peakMiB()
+	metrics := cpu.perEvent(n)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, rl := range rs {
@@ -227,7 +257,15 @@ func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, ackDelay t
 	}
 	return Result{Params: map[string]any{"n": n, "keys": keys, "relays": relays, "unordered": cfg.Unordered, "batch_size": or(cfg.BatchSize, relay.DefaultBatchSize),
 		"workers": or(cfg.Workers, relay.DefaultWorkers), "ack_delay_ms": float64(ackDelay) / float64(time.Millisecond)},
-		Metrics: map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": peak, "rss_before_mib": rss.baseMiB()}}, nil
+		Metrics: merge(metrics, map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": peak, "rss_before_mib": rss.baseMiB()})}, nil
+}
+
+// merge returns a with b's entries added.
+func merge(a, b map[string]float64) map[string]float64 {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
 }
 
 func or(v, def int) int {

@@ -20,9 +20,11 @@ import (
 func addRatios(rep *Report) {
 	ref := map[string]string{
 		"x_js_limit":  "limit: JetStream async publish",
+		"x_js_sync":   "limit: JetStream sync publish",
 		"x_db_limit":  "limit: PostgreSQL claim+delete",
 		"x_textbook":  "baseline: textbook loop",
 		"x_watermill": "baseline: Watermill forwarder",
+		"x_plain":     "baseline: plain batched relay",
 	}
 	base := map[string]float64{}
 	for _, res := range rep.Results {
@@ -44,14 +46,37 @@ func addRatios(rep *Report) {
 				res.Metrics[k] = res.Metrics["events_per_s"] / v
 			}
 		}
+		if u := unorderedTwin(rep, res); u > 0 {
+			res.Metrics["x_unordered"] = res.Metrics["events_per_s"] / u
+		}
 	}
+}
+
+// unorderedTwin is the rate of the unordered drain that pairs with res, an
+// ordered drain of our relay: same workload, keys and relays. Zero when
+// res is not ordered or has no twin.
+func unorderedTwin(rep *Report, res *Result) float64 {
+	if res.Params == nil || res.Params["unordered"] != false {
+		return 0
+	}
+	for _, u := range rep.Results {
+		if u.Workload == res.Workload && u.Params != nil && u.Params["unordered"] == true &&
+			u.Params["keys"] == res.Params["keys"] && u.Params["relays"] == res.Params["relays"] &&
+			u.Params["ack_delay_ms"] == res.Params["ack_delay_ms"] {
+			return u.Metrics["events_per_s"]
+		}
+	}
+	return 0
 }
 
 type column struct{ title, metric, format string }
 
 var columns = map[string][]column{
-	"drain": {{"events/s", "events_per_s", "%.0f"}, {"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"RSS before MiB", "rss_before_mib", "%.0f"},
-		{"× JetStream limit", "x_js_limit", "%.2f"}, {"× DB limit", "x_db_limit", "%.2f"}, {"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"}, {"seconds", "seconds", "%.1f"}},
+	"drain": {{"events/s", "events_per_s", "%.0f"}, {"× unordered", "x_unordered", "%.2f"}, {"× JetStream sync", "x_js_sync", "%.2f"},
+		{"× JetStream limit", "x_js_limit", "%.2f"}, {"× plain batched", "x_plain", "%.2f"}, {"× DB limit", "x_db_limit", "%.2f"},
+		{"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"},
+		{"relay µs/ev", "relay_cpu_us", "%.1f"}, {"NATS µs/ev", "nats_cpu_us", "%.1f"}, {"PG µs/ev", "pg_cpu_us", "%.1f"},
+		{"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"seconds", "seconds", "%.1f"}},
 	"write":   {{"commits/s", "commits_per_s", "%.0f"}, {"p50 ms", "p50_ms", "%.2f"}, {"p99 ms", "p99_ms", "%.2f"}},
 	"latency": {{"committed ev/s", "committed_per_s", "%.0f"}, {"received", "received", "%.0f"}, {"p50 ms", "p50_ms", "%.1f"}, {"p99 ms", "p99_ms", "%.1f"}, {"p999 ms", "p999_ms", "%.1f"}, {"max ms", "max_ms", "%.1f"}},
 	"scale": {{"events/s", "events_per_s", "%.0f"}, {"× 1 relay", "x_one_relay", "%.2f"}, {"ack bound ev/s", "ack_bound_per_s", "%.0f"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxgo/outbox/stores"
 )
@@ -19,14 +20,16 @@ import (
 // relay publishes and ends in Complete or Abort; if the relay dies, the
 // database ends it and the rows are claimable again at once.
 //
-// Keyed rows are claimed key by key (see keyedSQL): each key's head and,
-// up to p.PerKey rows, the rows right after it, an unbroken run, so a key's
-// rows in flight are always its next ones and never one out of turn. Keys are
-// visited round-robin from where the last claim stopped, so no key starves.
-// With p.Unordered, every due row of each key is claimable (see
-// keyedUnorderedSQL), still walking keys round-robin. Unkeyed rows fill the
-// rest of the batch by due time. Each part runs along an index of pending
-// rows only.
+// Keyed rows are claimed key by key (see keyedSQL): each key's head only,
+// so a key never has two rows in flight from two batches and never one out
+// of turn. Keys are visited round-robin from where the last claim stopped,
+// so no key starves. Unkeyed rows then take up to half the room left (all
+// of it without p.PerKey), by due time; then, with p.PerKey, the rest goes
+// to the runs after the heads claimed (see runsSQL), shared evenly among
+// their keys: a claim that finds few keys takes long runs of each, one that
+// finds many takes their heads. With p.Unordered, every due row of each key
+// is claimable (see keyedUnorderedSQL), still walking keys round-robin.
+// Each part runs along an index of pending rows only.
 //
 // Every statement of the claim is planned afresh for the table as it is
 // (plan_cache_mode = force_custom_plan, for the claim's transaction only):
@@ -73,6 +76,7 @@ const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
+	var heads []head // the keyed heads claimed, ordered mode
 	// keyed queues the keyed claim of up to limit rows of the keys after
 	// after (and up to upTo, when bounded).
 	keyed := func(pb *pgx.Batch, bounded bool, limit int, after, upTo string) {
@@ -82,41 +86,81 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		}
 		if p.Unordered {
 			pb.Queue(s.keyedUnorderedSQL(bounded), args...)
-			return
+		} else {
+			pb.Queue(s.keyedSQL(bounded), args...)
 		}
-		pb.Queue(s.keyedSQL(bounded), append(args, max(1, p.PerKey))...)
+	}
+	collect := func(pb *pgx.Batch, skip int) error {
+		if p.Unordered {
+			return run(ctx, tx, pb, skip, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) })
+		}
+		return run(ctx, tx, pb, skip, scanHead, func(h head) {
+			b.recs, heads = append(b.recs, h.rec), append(heads, h)
+		})
 	}
 
 	// From the cursor to the last key, then from the first key up to the
-	// cursor, then unordered rows: each step only if the batch is not full.
+	// cursor, then unkeyed rows, then the runs after the heads: each step
+	// only if the batch is not full.
 	cursor := s.cursor.Get()
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
 	keyed(&pb, false, p.Limit, cursor, "")
-	if err := s.run(ctx, tx, &pb, 1, b, !p.Unordered); err != nil {
+	if err := collect(&pb, 1); err != nil {
 		return err
 	}
 	if len(b.recs) < p.Limit && cursor != "" {
 		var pb pgx.Batch
 		keyed(&pb, true, p.Limit-len(b.recs), "", cursor)
-		if err := s.run(ctx, tx, &pb, 0, b, !p.Unordered); err != nil {
+		if err := collect(&pb, 0); err != nil {
 			return err
 		}
 	}
 	s.cursor.Advance(cursor, len(b.recs) == p.Limit, recordKeys(b.recs))
-	if left := p.Limit - len(b.recs); left > 0 {
+	runs := len(heads) > 0 && p.PerKey > 1
+	if room := p.Limit - len(b.recs); room > 0 {
+		if runs {
+			room -= room / 2 // the other half for the runs
+		}
 		var pb pgx.Batch
 		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND key = '' AND available_at <= $1
-			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, left)
-		return s.run(ctx, tx, &pb, 0, b, false)
+			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, room)
+		if err := run(ctx, tx, &pb, 0, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) }); err != nil {
+			return err
+		}
+	}
+	if room := p.Limit - len(b.recs); runs && room > 0 {
+		return s.claimRuns(ctx, tx, p, b, heads, room)
 	}
 	return nil
 }
 
-// run sends pb and appends to b the rows of every query in it but the first
-// skip (settings). With runs, the queries are keyedSQL's: each row carries
-// its place in its key's run, and only unbroken runs are kept (see keepRuns).
-func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *batch, runs bool) error {
+// claimRuns adds to b the runs after the heads it holds: up to room rows,
+// shared evenly among the heads' keys, at most p.PerKey-1 after each head
+// (see runsSQL).
+func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, heads []head, room int) error {
+	per := min(p.PerKey-1, (room+len(heads)-1)/len(heads))
+	keys := make([]string, len(heads))
+	seqs := make([]int64, len(heads))
+	for i, h := range heads {
+		keys[i], seqs[i] = h.rec.Key, h.seq
+	}
+	var pb pgx.Batch
+	pb.Queue(s.runsSQL(), keys, seqs, per, p.Now.UTC())
+	var rows []ranked
+	if err := run(ctx, tx, &pb, 0, scanRanked, func(x ranked) { rows = append(rows, x) }); err != nil {
+		return err
+	}
+	recs := keepRuns(rows)
+	// The last key's run may be cut short: still a run. The rows left out
+	// stay locked, untouched, until the batch ends.
+	b.recs = append(b.recs, recs[:min(len(recs), room)]...)
+	return nil
+}
+
+// run sends pb and passes to add, scanned by scan, the rows of every query
+// in it but the first skip (settings).
+func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pgx.RowToFunc[T], add func(T)) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
 		if i < skip {
@@ -131,27 +175,35 @@ func (s *Store) run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, b *
 			_ = br.Close()
 			return err
 		}
-		if !runs {
-			recs, err := pgx.CollectRows(rows, scanRecord)
-			if err != nil {
-				_ = br.Close()
-				return err
-			}
-			b.recs = append(b.recs, recs...)
-			continue
-		}
-		ranked, err := pgx.CollectRows(rows, scanRanked)
+		got, err := pgx.CollectRows(rows, scan)
 		if err != nil {
 			_ = br.Close()
 			return err
 		}
-		b.recs = append(b.recs, keepRuns(ranked)...)
+		for _, x := range got {
+			add(x)
+		}
 	}
 	return br.Close()
 }
 
-// ranked is a row of keyedSQL: a record and its place in its key's pending
-// rows (1 for the head) in the statement's snapshot.
+// head is a row of keyedSQL: a key's head and its seq.
+type head struct {
+	rec stores.Record
+	seq int64
+}
+
+func scanHead(r pgx.CollectableRow) (head, error) {
+	var h head
+	var available time.Time
+	err := r.Scan(&h.rec.ID, &h.rec.Topic, &h.rec.Key, &h.rec.Type, &h.rec.Payload, &h.rec.Headers,
+		&h.rec.CreatedAt, &available, &h.rec.Attempts, &h.rec.LastError, &h.seq)
+	setNotBefore(&h.rec, available)
+	return h, err
+}
+
+// ranked is a row of runsSQL: a record and its place in the run after its
+// key's head (1 for the row right after it) in the statement's snapshot.
 type ranked struct {
 	rec  stores.Record
 	rank int64
@@ -162,25 +214,21 @@ func scanRanked(r pgx.CollectableRow) (ranked, error) {
 	var available time.Time
 	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
 		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.rank)
-	if available.After(x.rec.CreatedAt) && x.rec.Attempts == 0 {
-		x.rec.NotBefore = available
-	}
+	setNotBefore(&x.rec, available)
 	return x, err
 }
 
-// keepRuns keeps, of each key's locked rows (which keyedSQL returns key by
-// key, in the key's order), the unbroken run from the head: ranks 1, 2, 3 …
-// up to the first missing one. A missing rank is a row another batch holds,
-// one that is not due, or one completed since the snapshot: the rows after
-// it must wait, and so must the whole key when the head is missing. The
-// rows left out stay locked until this batch ends, untouched; no claim
-// would take them before the head's successor anyway.
+// keepRuns keeps, of each key's locked rows (which runsSQL returns key by
+// key, in the key's order), the unbroken run: ranks 1, 2, 3 … up to the
+// first missing one. A missing rank is a row that is not due, one another
+// batch holds (a relay in unordered mode may), or one gone since the
+// snapshot: the rows after it must wait.
 func keepRuns(rows []ranked) []stores.Record {
 	out := make([]stores.Record, 0, len(rows))
 	var key string
 	var want int64
-	for _, x := range rows {
-		if x.rec.Key != key || want == 0 {
+	for i, x := range rows {
+		if i == 0 || x.rec.Key != key {
 			key, want = x.rec.Key, 1
 		}
 		if x.rank == want {
@@ -193,28 +241,25 @@ func keepRuns(rows []ranked) []stores.Record {
 	return out
 }
 
-// keyedSQL claims runs of keys: each key's head and the rows right after
-// it, up to PerKey rows of a key (the last parameter), visiting keys in
-// order from $3 (exclusive) and, when bounded, up to $4 (inclusive). A recursive CTE skips from key to key
-// along the (key, seq) index of pending keyed rows, so the cost is per key
-// visited plus per row taken, not per pending row; the query stops as soon
-// as $2 rows are locked. Each row comes with its rank among its key's
-// pending rows in the statement's snapshot (1 for the head), and
-// keepRuns keeps only unbroken runs from rank 1.
+// keyedSQL claims the heads of keys, visiting keys in order from $3
+// (exclusive) and, when bounded, up to $4 (inclusive), and returns each
+// head's seq after its columns. A recursive CTE skips from key to key along
+// the (key, seq) index of pending keyed rows, so the cost is per key
+// visited, not per pending row; the query stops as soon as $2 heads are
+// locked.
 //
-// Rows are locked with SKIP LOCKED: a head another batch holds is in
-// flight, and its key is passed over (keepRuns drops the rows after it). A
-// row of a key whose head is not in the snapshot's list is never a
-// candidate, because the list is computed from this statement's snapshot,
-// in which a held head is still pending. When the holder has completed rows
-// meanwhile, locking a now-changed row re-checks it (status, due time)
-// against its latest version, so a row that was published, deleted or
-// rescheduled is not taken either, and the run stops before it.
+// A head is locked with SKIP LOCKED: a head another batch holds is in
+// flight, and its key is passed over. A later row of that key is never a
+// candidate, because the head is computed from this statement's snapshot,
+// in which the held head is still pending. When the holder has completed
+// the head meanwhile, locking the now-changed row re-checks it (status,
+// due time) against its latest version, so a head that was published,
+// deleted or rescheduled is not taken either.
 func (s *Store) keyedSQL(bounded bool) string {
 	t := s.nm.table
-	upper, perKey := "", "$4"
+	upper := ""
 	if bounded {
-		upper, perKey = " AND key <= $4", "$5"
+		upper = " AND key <= $4"
 	}
 	return `WITH RECURSIVE keys(key) AS (
 		(SELECT key FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key LIMIT 1)
@@ -222,12 +267,37 @@ func (s *Store) keyedSQL(bounded bool) string {
 		SELECT (SELECT n.key FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + ` ORDER BY n.key LIMIT 1)
 		FROM keys k WHERE k.key IS NOT NULL
 	)
-	SELECT ` + qualified("m", recordCols) + `, run.rank FROM keys k
-	CROSS JOIN LATERAL (SELECT h.seq, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
-		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT ` + perKey + `) run
-	JOIN ` + t + ` m ON m.seq = run.seq
+	SELECT ` + qualified("m", recordCols) + `, m.seq FROM keys k
+	CROSS JOIN LATERAL (SELECT h.seq FROM ` + t + ` h WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT 1) head
+	JOIN ` + t + ` m ON m.seq = head.seq
 	WHERE k.key IS NOT NULL AND m.status = 0 AND m.available_at <= $1
 	LIMIT $2
+	FOR UPDATE OF m SKIP LOCKED`
+}
+
+// runsSQL claims, for each key of $1 whose head (seq $2, same position)
+// this batch holds, up to $3 of the pending rows right after the head that
+// are due at $4, each with its rank after the head (1 for the next row),
+// key by key in $1's order and each key's in seq order; keepRuns keeps the
+// unbroken runs. Each key costs one range of the (key, seq) index, at most
+// $3 rows long, however deep its backlog.
+//
+// Why a run never holds a row out of turn: the batch holds the key's head,
+// so no other ordered claim takes any row of the key (they are not heads,
+// and runs are only taken behind a held head); rows of the key committed
+// later have higher seqs (writers of one key take turns on its advisory
+// lock, so seqs follow commit order). A row another batch holds anyway (a
+// relay in unordered mode) is skipped, and keepRuns ends the run before it,
+// as it does at a row not due.
+func (s *Store) runsSQL() string {
+	t := s.nm.table
+	return `SELECT ` + qualified("m", recordCols) + `, run.rank
+	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(key, head, ord)
+	CROSS JOIN LATERAL (SELECT h.seq, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
+		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 AND h.seq > k.head ORDER BY h.seq LIMIT $3) run
+	JOIN ` + t + ` m ON m.seq = run.seq
+	WHERE m.status = 0 AND m.available_at <= $4
+	ORDER BY k.ord, run.rank
 	FOR UPDATE OF m SKIP LOCKED`
 }
 
@@ -285,9 +355,9 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	var pb pgx.Batch
 	if len(o.Published) > 0 {
 		if o.DeletePublished {
-			pb.Queue(`DELETE FROM `+t+` WHERE id = ANY($1)`, o.Published)
+			pb.Queue(`DELETE FROM `+t+` WHERE id = ANY($1)`, pgIDs(o.Published))
 		} else {
-			pb.Queue(`UPDATE `+t+` SET status = 1, published_at = $2 WHERE id = ANY($1)`, o.Published, o.Now.UTC())
+			pb.Queue(`UPDATE `+t+` SET status = 1, published_at = $2 WHERE id = ANY($1)`, pgIDs(o.Published), o.Now.UTC())
 		}
 	}
 	if len(o.Retry) > 0 {
@@ -324,12 +394,24 @@ func (b *batch) Abort(ctx context.Context) error {
 	return nil
 }
 
-func failureArrays(fs []stores.Failure) (ids []uuid.UUID, errs []string, next []time.Time) {
-	ids = make([]uuid.UUID, len(fs))
+// pgIDs converts ids for pgx, which encodes a []pgtype.UUID as a binary
+// uuid[] directly; a []uuid.UUID goes through each element's
+// driver.Valuer, formatting and parsing every ID as text (a sixth of the
+// relay's CPU per event in a profile).
+func pgIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	return out
+}
+
+func failureArrays(fs []stores.Failure) (ids []pgtype.UUID, errs []string, next []time.Time) {
+	ids = make([]pgtype.UUID, len(fs))
 	errs = make([]string, len(fs))
 	next = make([]time.Time, len(fs))
 	for i, f := range fs {
-		ids[i], errs[i], next[i] = f.ID, f.Err, f.NextAttempt.UTC()
+		ids[i], errs[i], next[i] = pgtype.UUID{Bytes: f.ID, Valid: true}, f.Err, f.NextAttempt.UTC()
 	}
 	return ids, errs, next
 }

@@ -74,10 +74,16 @@ func scanRecord(r pgx.CollectableRow) (stores.Record, error) {
 	var available time.Time
 	err := r.Scan(&rec.ID, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, &rec.Headers,
 		&rec.CreatedAt, &available, &rec.Attempts, &rec.LastError)
+	setNotBefore(&rec, available)
+	return rec, err
+}
+
+// setNotBefore sets rec's NotBefore from its available_at: a record never
+// tried whose due time is after its creation was enqueued with one.
+func setNotBefore(rec *stores.Record, available time.Time) {
 	if available.After(rec.CreatedAt) && rec.Attempts == 0 {
 		rec.NotBefore = available
 	}
-	return rec, err
 }
 
 // Purge implements stores.Store. Rows another purge has locked are skipped,

@@ -21,7 +21,9 @@ import (
 	"github.com/outboxgo/outbox"
 )
 
-// Publisher publishes messages to a broker.
+// Publisher publishes messages to a broker. Its methods are safe for
+// concurrent use: the relay's workers, and the lanes of a batch (one per
+// key with several events in it), call Publish at once.
 type Publisher interface {
 	// Publish sends msgs and waits until the broker has acknowledged each
 	// or ctx is done. It returns one error per message, in order: nil means
@@ -56,9 +58,10 @@ type Checker interface {
 // within one Publish call by themselves, whatever fails: a message of a key
 // is stored only after every earlier message of that key in the call, and
 // once one fails, no later message of its key in the call is stored (each
-// fails too). Kafka's idempotent producer keeps it per partition, and a key
-// is one partition. KeepsKeyOrder reports whether the publisher, as
-// configured, does; the relay then sends a batch's events of a key in one
+// fails too). A producer whose retries keep each partition in order and
+// that fails a partition's later records after a failed one could; none of
+// this project's publishers declares it yet. KeepsKeyOrder reports whether
+// the publisher, as configured, does; the relay then sends a batch's events of a key in one
 // pipelined call instead of one call per event. A publisher that cannot
 // promise it must not implement it or must report false: the relay's
 // default, one event of a key in flight at a time, keeps the order on any

@@ -44,7 +44,8 @@ type Config struct {
 	// doc); unkeyed events always take the unordered path.
 	Unordered bool
 	// PerKey is how many consecutive events of one key a batch may take
-	// in ordered mode. They are published one after another, each once the
+	// in ordered mode; a claim shares the batch's room evenly among the
+	// keys it finds. They are published one after another, each once the
 	// broker has acknowledged the one before, while the events of other
 	// keys go out alongside; the whole batch is then marked in one
 	// statement. So a busy key moves at the broker's one-at-a-time rate

@@ -10,7 +10,7 @@
 // unordered path: any number in flight, in any order. Config.Unordered turns
 // ordering off for keyed events too.
 //
-// The design has three parts, all in the store:
+// The design has four parts, three in the store and one in the relay:
 //
 //   - Commit order at enqueue. Two transactions enqueueing for one key take
 //     a transaction-scoped lock on the key (PostgreSQL: an advisory lock;
@@ -18,22 +18,33 @@
 //     and the key's rows take their sequence numbers in commit order. A plain
 //     sequence would not do: it hands out numbers at insert, and two
 //     transactions can commit in the other order.
-//   - Heads only. A claim takes, for each key, only its head: its oldest
-//     pending event. A later event of a key is not a candidate until the head
-//     is published (or dead), whatever its own due time; so a key has at most
-//     one event in flight, and pipelining a batch cannot reorder a key.
+//   - Heads, then runs. A claim takes, for each key, its head (its oldest
+//     pending event) and, with room in the batch, the run of due events
+//     right after it (Config.PerKey, shared evenly among the keys the claim
+//     found). A later event of a key is never a candidate while its head is
+//     held by another batch, whatever its own due time.
 //   - Skip held heads. A head another relay holds is skipped (FOR UPDATE SKIP
 //     LOCKED), which is safe because a held head's successors are not heads:
 //     nobody can overtake it. There are no leases to renew or rebalance: a
 //     relay that dies releases its heads with its database session, at once;
 //     one that stalls (SIGSTOP, a long pause) loses them when the database
 //     ends its idle transaction (the store's claim timeout, 30s by default).
+//   - One in flight per key. A key's run goes out in a lane of its own: one
+//     event at a time, the next once the broker has acknowledged the one
+//     before, while the lanes of the batch's other keys, and its unkeyed
+//     events, go out alongside. An event that fails ends its lane: the
+//     events after it stay pending, uncharged, and the failed one is first
+//     again at the next claim. The whole batch is then marked in one
+//     statement. A publisher that keeps a key's order by itself through
+//     failures and retries (publishers.OrderKeeper) gets the run in one
+//     pipelined call instead.
 //
 // Work divides among relays by key: each claim takes heads its peers do not
-// hold, visiting keys round-robin so none starves. Throughput grows with
-// relays as long as there are more keys with pending events than one batch
-// takes; one key alone moves at one event per claim-publish-mark cycle (a few
-// hundred per second), the price of having one in flight.
+// hold, visiting keys round-robin so none starves. A batch that finds few
+// keys takes long runs of each, so one busy key moves at the broker's
+// one-message-at-a-time rate (JetStream's synchronous publish) rather than at
+// one event per claim-publish-mark cycle; one that finds many keys takes their
+// heads and publishes them in one pipelined call, as unordered mode does.
 //
 // A failing event blocks its key only. By default (KeyedFailure: BlockKey)
 // it is retried with backoff for ever, and the key's later events wait until
@@ -46,8 +57,8 @@
 // which JetStream's duplicate window drops when it is recent and the
 // consumer's inbox drops in any case, so the consumer still sees each key in
 // order. Without an inbox, expect such late duplicates. The relay keeps
-// one event per key in flight whatever the broker, so it needs no
-// declaration of what a publisher keeps in order under retries.
+// one event per key in flight whatever the broker, unless the publisher
+// declares that it keeps key order by itself (publishers.OrderKeeper).
 //
 // # Failures
 //

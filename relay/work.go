@@ -82,8 +82,12 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
 		case n > 0:
 			// There may be more: a full batch, or in ordered mode the next
-			// event of each key just published.
+			// events of each key just published, which an idle peer may
+			// take now.
 			storeFailures, busy = 0, true
+			if !r.cfg.Unordered {
+				r.Wake()
+			}
 			continue
 		case busy:
 			// The backlog just ran dry, but an event whose NOTIFY was

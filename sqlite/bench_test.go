@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -88,4 +89,42 @@ func BenchmarkClaimComplete1000(b *testing.B) {
 		n += len(ids)
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkClaimOrdered claims ordered batches of up to 1,000 events from a
+// backlog of 20,000 spread over keys keys, heads only (perKey=1) or with
+// runs of up to 1,000 events of a key, and aborts them, so every claim
+// sees the same backlog. It reports the events a claim took and events per
+// second of claiming.
+func BenchmarkClaimOrdered(b *testing.B) {
+	const backlog, limit = 20000, 1000
+	for _, keys := range []int{1, 10, 100, 1000} {
+		for _, perKey := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("keys=%d/perKey=%d", keys, perKey), func(b *testing.B) {
+				s, enqueue := benchSetup(b)
+				m := benchMsgs(backlog)
+				for i := range m {
+					m[i].Key = fmt.Sprintf("k%04d", i%keys)
+				}
+				enqueue(m)
+				ctx := context.Background()
+				now := time.Now().Add(time.Hour)
+				var n int
+				for b.Loop() {
+					bt, err := s.Claim(ctx, stores.ClaimParams{Limit: limit, Now: now, PerKey: perKey})
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(bt.Records())
+					b.StopTimer()
+					if err := bt.Abort(ctx); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(n)/float64(b.N), "events/claim")
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
+			})
+		}
+	}
 }

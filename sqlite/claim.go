@@ -60,7 +60,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	// took a while (another worker's claim may have taken everything).
 	dueQ, dueArgs := s.q.due, []any{now}
 	if !p.Unordered {
-		dueQ, dueArgs = s.q.dueOrdered, []any{nil, nil, now, 1, ""}
+		dueQ, dueArgs = s.q.dueOrdered, []any{nil, nil, now, 1, "", nil, 1}
 	}
 	nothingDue := func(ctx context.Context, tx *wtx) (bool, error) {
 		var one int
@@ -86,7 +86,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		if p.Unordered {
 			recs, err = s.stamp(ctx, tx, s.q.claim, token, until, now, p.Limit)
 		} else {
-			recs, err = s.claimOrdered(ctx, tx, token, until, now, p.Limit)
+			recs, err = s.claimOrdered(ctx, tx, token, until, now, p.Limit, max(1, p.PerKey))
 		}
 		return err
 	})
@@ -99,10 +99,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		// their lease lapses, as a dead relay's do.
 		return nil, wrap("claim", err)
 	}
-	// RETURNING comes in no particular order.
-	slices.SortFunc(recs, func(a, b scanned) int {
-		return cmp.Or(cmp.Compare(a.available, b.available), cmp.Compare(a.seq, b.seq))
-	})
+	sortRecords(recs)
 	b := &batch{s: s, token: token, until: until, claimed: start,
 		recs: make([]stores.Record, len(recs)), done: len(recs) == 0}
 	for i, r := range recs {
@@ -113,15 +110,16 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 
 // claimOrdered runs in the claim's write transaction: keys from the cursor
 // to the last, then from the first up to the cursor, then unkeyed rows,
-// each step only while the batch is not full.
-func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit int) ([]scanned, error) {
+// each step only while the batch is not full. Of each key it takes a run
+// of up to perKey rows (see walkSQL).
+func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit, perKey int) ([]scanned, error) {
 	cursor := s.cursor.Get()
-	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, limit, cursor)
+	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, limit, cursor, nil, perKey)
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) < limit && cursor != "" {
-		more, err := s.stamp(ctx, tx, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor)
+		more, err := s.stamp(ctx, tx, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor, perKey)
 		if err != nil {
 			return nil, err
 		}
@@ -152,6 +150,37 @@ func (s *Store) stamp(ctx context.Context, tx *wtx, query string, token, until, 
 		return nil, err
 	}
 	return scanRecords(rows)
+}
+
+// sortRecords puts a claim's rows, which RETURNING gives in no particular
+// order, oldest first (by due time, then seq), except that the rows of one
+// key take the places the key's rows hold in that order in seq order, the
+// key's order: a run's later row may be due before its head (a head that
+// waited for a retry is due later than the rows after it).
+func sortRecords(recs []scanned) {
+	slices.SortFunc(recs, func(a, b scanned) int {
+		return cmp.Or(cmp.Compare(a.available, b.available), cmp.Compare(a.seq, b.seq))
+	})
+	places := map[string][]int{}
+	for i, r := range recs {
+		if r.rec.Key != "" {
+			places[r.rec.Key] = append(places[r.rec.Key], i)
+		}
+	}
+	var run []scanned
+	for _, at := range places {
+		if len(at) < 2 {
+			continue
+		}
+		run = run[:0]
+		for _, i := range at {
+			run = append(run, recs[i])
+		}
+		slices.SortFunc(run, func(a, b scanned) int { return cmp.Compare(a.seq, b.seq) })
+		for j, i := range at {
+			recs[i] = run[j]
+		}
+	}
 }
 
 func newToken() (int64, error) {

@@ -89,14 +89,20 @@ func claimable(n string) string {
 
 // The ordered claim serves keyed rows key by key, like PostgreSQL's store:
 // it walks the distinct keys of pending rows in key order along the
-// (key, seq) index of pending keyed rows, from a cursor, and takes each
-// key's head (its lowest-seq pending row, due or not, leased or not) when
-// that head is due and its lease is free. A head that is leased (in flight)
-// or not yet due (a retry's backoff, a NotBefore) is not taken, and no later
-// row of its key is ever a candidate: the key waits as a whole. The walk
-// stops as soon as it has found enough claimable heads, so a claim costs a
-// few index probes per key visited, not a scan of the backlog: a key with a
-// deep backlog costs no more than one with a single row.
+// (key, seq) index of pending keyed rows, from a cursor, and takes of each
+// key its run: the key's head (its lowest-seq pending row, due or not,
+// leased or not) and the pending rows right after it, in seq order, as long
+// as each is due and its lease is free, up to ?7 (ClaimParams.PerKey, at
+// least 1) rows of the key. The run stops at the first row that is not
+// claimable: a head that is leased (in flight) or not yet due (a retry's
+// backoff, a NotBefore) takes nothing, and no later row of its key is ever
+// a candidate: the key waits as a whole; a later row not yet due ends the
+// run there, and no row after it is a candidate either. The walk goes row
+// by row (see walkSQL), so it never looks at a row past the first it
+// leaves out, nor at more than ?7 rows of a key, and it stops as soon as it
+// has found ?4 rows: a claim costs a few index probes per key visited and
+// per row taken, not a scan of the backlog: a key with a deep backlog costs
+// no more than the rows taken of it.
 //
 // Each probe's WHERE repeats the partial index's (status = 0 AND key <> ''),
 // which is what lets SQLite use a partial index.
@@ -104,6 +110,12 @@ func claimable(n string) string {
 // headOf is the seq of key k's head, or NULL.
 func headOf(t, k string) string {
 	return `(SELECT h.seq FROM ` + t + ` AS h WHERE h.status = 0 AND h.key <> '' AND h.key = ` + k + `
+		ORDER BY h.seq LIMIT 1)`
+}
+
+// nextOf is the seq of key k's pending row right after seq s, or NULL.
+func nextOf(t, k, s string) string {
+	return `(SELECT h.seq FROM ` + t + ` AS h WHERE h.status = 0 AND h.key <> '' AND h.key = ` + k + ` AND h.seq > ` + s + `
 		ORDER BY h.seq LIMIT 1)`
 }
 
@@ -118,30 +130,46 @@ func nextKey(t, k string, bounded bool) string {
 		ORDER BY h.key LIMIT 1)`
 }
 
-// headClaimable is 1 when key k's head is due at ?3 and not leased, else 0.
-func headClaimable(t, k string) string {
-	return `EXISTS (SELECT 1 FROM ` + t + ` AS m WHERE m.seq = ` + headOf(t, k) + ` AND ` + claimable("3") + `)`
+// rowClaimable is 1 when the row of seq s (an expression, maybe NULL)
+// is pending, due at ?3 and not leased, else 0.
+func rowClaimable(t, s string) string {
+	return `EXISTS (SELECT 1 FROM ` + t + ` AS m WHERE m.seq = ` + s + ` AND ` + claimable("3") + `)`
 }
 
-// walkSQL is the key walk: keys after ?5 (and up to ?6 when bounded), each
-// row a key and n, the claimable heads among the keys before it; it stops
-// once ?4 heads are found or the keys run out.
+// walkSQL is the walk of keyed rows: keys after ?5 (and up to ?6 when
+// bounded), and of each key its head and the rows after it, one walk row
+// per row looked at: (key, seq, ok, n, i), where ok says the row is taken,
+// n counts the rows taken before it and i those of its key. seq is NULL
+// when the key has no pending row after the last one taken, and key is
+// NULL when the keys ran out. From a row, the walk goes on to the key's
+// next row when this one is taken and the run may grow (fewer than ?7 rows
+// of the key and ?4 in all), else to the next key's head; it stops once ?4
+// rows are taken or the keys run out. The two recursive steps' conditions
+// are each other's negation, so the walk is a chain; a row that is not
+// taken always moves on to the next key, so nothing of a key is looked at
+// past the first row that is not taken.
 func walkSQL(t string, bounded bool) string {
-	return `WITH RECURSIVE walk(key, n) AS (
-		SELECT k, 0 FROM (SELECT ` + nextKey(t, "?5", bounded) + ` AS k) WHERE k IS NOT NULL
+	next := nextKey(t, "w.key", bounded)
+	more := `w.ok AND w.i + 1 < ?7 AND w.n + 1 < ?4`
+	return `WITH RECURSIVE walk(key, seq, ok, n, i) AS (
+		SELECT k, ` + headOf(t, "k") + `, ` + rowClaimable(t, headOf(t, "k")) + `, 0, 0
+		FROM (SELECT ` + nextKey(t, "?5", bounded) + ` AS k) WHERE k IS NOT NULL
 		UNION ALL
-		SELECT ` + nextKey(t, "w.key", bounded) + `, w.n + ` + headClaimable(t, "w.key") + `
-		FROM walk AS w
-		WHERE w.n + ` + headClaimable(t, "w.key") + ` < ?4 AND ` + nextKey(t, "w.key", bounded) + ` IS NOT NULL
+		SELECT w.key, ` + nextOf(t, "w.key", "w.seq") + `, ` + rowClaimable(t, nextOf(t, "w.key", "w.seq")) + `, w.n + 1, w.i + 1
+		FROM walk AS w WHERE ` + more + `
+		UNION ALL
+		SELECT ` + next + `, ` + headOf(t, next) + `, ` + rowClaimable(t, headOf(t, next)) + `, w.n + w.ok, 0
+		FROM walk AS w WHERE w.key IS NOT NULL AND NOT (` + more + `) AND w.n + w.ok < ?4
 	)`
 }
 
-// keyedClaimSQL stamps the claimable heads the walk found. The UPDATE's own
-// WHERE checks them again, in the same write transaction as the walk.
+// keyedClaimSQL stamps the rows the walk took. The UPDATE's own WHERE
+// checks them again, in the same write transaction and statement as the
+// walk, which read them: it always agrees.
 func keyedClaimSQL(t string, bounded bool) string {
 	return walkSQL(t, bounded) + `
 	UPDATE ` + t + ` AS m SET claim_token = ?1, locked_until = ?2
-	WHERE m.seq IN (SELECT ` + headOf(t, "w.key") + ` FROM walk AS w) AND ` + claimable("3") + `
+	WHERE m.seq IN (SELECT w.seq FROM walk AS w WHERE w.ok) AND ` + claimable("3") + `
 	RETURNING ` + recordCols
 }
 
@@ -153,10 +181,9 @@ func newQueries(t, name string) queries {
 			SELECT seq FROM ` + t + ` AS m WHERE ` + claimable("3") + `
 			ORDER BY available_at, seq LIMIT ?4) RETURNING ` + recordCols,
 		// Any unkeyed row due, or any key's head claimable (a walk of all
-		// keys that stops at the first).
+		// keys, run with ?4 = ?7 = 1, that stops at the first).
 		dueOrdered: `SELECT 1 FROM ` + unkeyed + ` WHERE m.status = 0 AND m.key = '' AND ` + claimable("3") + `
-			UNION ALL SELECT * FROM (` + walkSQL(t, false) + ` SELECT 1 FROM walk AS w WHERE ` +
-			headClaimable(t, "w.key") + ` LIMIT 1) LIMIT 1`,
+			UNION ALL SELECT * FROM (` + walkSQL(t, false) + ` SELECT 1 FROM walk AS w WHERE w.ok LIMIT 1) LIMIT 1`,
 		claimKeys:        keyedClaimSQL(t, false),
 		claimKeysBounded: keyedClaimSQL(t, true),
 		claimUnkeyed: `UPDATE ` + t + ` SET claim_token = ?1, locked_until = ?2 WHERE seq IN (

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,13 +18,14 @@ import (
 
 func main() {
 	var o bench.Options
-	var only string
+	var only, keys string
 	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL")
 	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
 	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
 	flag.StringVar(&o.OutDir, "out", "", "directory for results.json and the SVG charts")
 	flag.StringVar(&only, "only", "", "comma-separated workloads to run: "+strings.Join(bench.Workloads, ","))
 	flag.IntVar(&o.DrainN, "n", 0, "events per drain of the outbox relay and of the limits (default 1000000; quick 2000)")
+	flag.StringVar(&keys, "keys", "", "comma-separated key counts of the drain's ordered and unordered pairs, e.g. 1,10,100,1000,10000,100000 (default 1000; quick 1,1000)")
 	flag.IntVar(&o.BaselineN, "baseline-n", 0, "events per drain of the textbook loop and Watermill (default 100000; quick 2000)")
 	flag.DurationVar(&o.WriteFor, "write-duration", 0, "duration of each write-path cell (default 5s; quick 200ms)")
 	flag.DurationVar(&o.LatencyFor, "latency-duration", 0, "duration of each latency cell (default 10s; quick 1s)")
@@ -33,6 +35,17 @@ func main() {
 	flag.Parse()
 	if only != "" {
 		o.Only = strings.Split(only, ",")
+	}
+	for _, k := range strings.Split(keys, ",") {
+		if k == "" {
+			continue
+		}
+		n, err := strconv.Atoi(k)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "outbox-bench: -keys: %q is not a positive number of keys\n", k)
+			os.Exit(2)
+		}
+		o.Keys = append(o.Keys, n)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
