@@ -38,7 +38,7 @@ func TestQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"drain": 8, "write": 9, "latency": 3, "scale": 6, "history": 4}
+	want := map[string]int{"drain": 12, "write": 9, "latency": 3, "scale": 6, "history": 4}
 	got := map[string]int{}
 	for _, r := range rep.Results {
 		got[r.Workload]++
@@ -47,6 +47,22 @@ func TestQuick(t *testing.T) {
 		if got[w] != n {
 			t.Errorf("%s: %d results, want %d", w, got[w], n)
 		}
+	}
+	// Each ordered drain is paired with its unordered twin and set against
+	// JetStream's one-at-a-time rate, in the same run.
+	ordered := 0
+	for _, r := range rep.Results {
+		if r.Workload == "drain" && r.Params["unordered"] == false {
+			ordered++
+			for _, m := range []string{"x_unordered", "x_js_sync", "x_plain", "relay_cpu_us"} {
+				if _, ok := r.Metrics[m]; !ok {
+					t.Errorf("%s: no %s in %v", r.Case, m, r.Metrics)
+				}
+			}
+		}
+	}
+	if ordered != 2 {
+		t.Errorf("%d ordered drains, want 2 (quick mode's keys 1 and 1000)", ordered)
 	}
 	for _, f := range []string{"results.json", "drain.svg", "latency.svg"} {
 		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {

@@ -22,8 +22,9 @@ import (
 //
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight from two batches and never one out
-// of turn. Keys are visited round-robin from where the last claim stopped,
-// so no key starves. Unkeyed rows then take up to half the room left (all
+// of turn, and with p.PerKey at most a quarter of p.Limit keys (see
+// keyedLimit). Keys are visited round-robin from where the last claim
+// stopped, so no key starves. Unkeyed rows then take up to half the room left (all
 // of it without p.PerKey), by due time; then, with p.PerKey, the rest goes
 // to the runs after the heads claimed (see runsSQL), shared evenly among
 // their keys: a claim that finds few keys takes long runs of each, one that
@@ -103,20 +104,21 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	// cursor, then unkeyed rows, then the runs after the heads: each step
 	// only if the batch is not full.
 	cursor := s.cursor.Get()
+	limit := keyedLimit(p)
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
-	keyed(&pb, false, p.Limit, cursor, "")
+	keyed(&pb, false, limit, cursor, "")
 	if err := collect(&pb, 1); err != nil {
 		return err
 	}
-	if len(b.recs) < p.Limit && cursor != "" {
+	if len(b.recs) < limit && cursor != "" {
 		var pb pgx.Batch
-		keyed(&pb, true, p.Limit-len(b.recs), "", cursor)
+		keyed(&pb, true, limit-len(b.recs), "", cursor)
 		if err := collect(&pb, 0); err != nil {
 			return err
 		}
 	}
-	s.cursor.Advance(cursor, len(b.recs) == p.Limit, recordKeys(b.recs))
+	s.cursor.Advance(cursor, len(b.recs) == limit, recordKeys(b.recs))
 	runs := len(heads) > 0 && p.PerKey > 1
 	if room := p.Limit - len(b.recs); room > 0 {
 		if runs {
@@ -133,6 +135,19 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		return s.claimRuns(ctx, tx, p, b, heads, room)
 	}
 	return nil
+}
+
+// keyedLimit is how many keyed rows the key walk of a claim takes: p.Limit,
+// or with runs (p.PerKey > 1, ordered) a quarter of it. The cap leaves keys
+// to a relay's other workers and to other relays, which would otherwise
+// find every key held by one batch when there are about as many keys as a
+// batch takes, and it spreads the walk's cost (a few index probes per key)
+// over the events of each key's run instead of one.
+func keyedLimit(p stores.ClaimParams) int {
+	if p.Unordered || p.PerKey <= 1 {
+		return p.Limit
+	}
+	return max(1, p.Limit/4)
 }
 
 // claimRuns adds to b the runs after the heads it holds: up to room rows,

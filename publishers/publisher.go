@@ -22,8 +22,7 @@ import (
 )
 
 // Publisher publishes messages to a broker. Its methods are safe for
-// concurrent use: the relay's workers, and the lanes of a batch (one per
-// key with several events in it), call Publish at once.
+// concurrent use: the relay's workers call Publish at once.
 type Publisher interface {
 	// Publish sends msgs and waits until the broker has acknowledged each
 	// or ctx is done. It returns one error per message, in order: nil means

@@ -29,22 +29,24 @@
 //     relay that dies releases its heads with its database session, at once;
 //     one that stalls (SIGSTOP, a long pause) loses them when the database
 //     ends its idle transaction (the store's claim timeout, 30s by default).
-//   - One in flight per key. A key's run goes out in a lane of its own: one
-//     event at a time, the next once the broker has acknowledged the one
-//     before, while the lanes of the batch's other keys, and its unkeyed
-//     events, go out alongside. An event that fails ends its lane: the
-//     events after it stay pending, uncharged, and the failed one is first
-//     again at the next claim. The whole batch is then marked in one
-//     statement. A publisher that keeps a key's order by itself through
-//     failures and retries (publishers.OrderKeeper) gets the run in one
-//     pipelined call instead.
+//   - One in flight per key. A batch goes out in rounds: round i holds the
+//     i-th event of every key in the batch (and round 0 the unkeyed events),
+//     one pipelined call each, so a key's next event is sent only once the
+//     broker has acknowledged the one before, while all the batch's keys
+//     share every round. An event that fails ends its key's part of the
+//     batch: the events after it stay pending, uncharged, and the failed one
+//     is first again at the next claim. The whole batch is then marked in
+//     one statement. A publisher that keeps a key's order by itself through
+//     failures and retries (publishers.OrderKeeper) gets the batch in one
+//     call instead.
 //
 // Work divides among relays by key: each claim takes heads its peers do not
-// hold, visiting keys round-robin so none starves. A batch that finds few
-// keys takes long runs of each, so one busy key moves at the broker's
+// hold, visiting keys round-robin so none starves, and at most a quarter of
+// a batch's size of them, so that a peer finds keys too. A batch that finds
+// few keys takes long runs of each, so one busy key moves at the broker's
 // one-message-at-a-time rate (JetStream's synchronous publish) rather than at
-// one event per claim-publish-mark cycle; one that finds many keys takes their
-// heads and publishes them in one pipelined call, as unordered mode does.
+// one event per claim-publish-mark cycle; one that finds many keys takes
+// short runs of each, in few rounds of many events.
 //
 // A failing event blocks its key only. By default (KeyedFailure: BlockKey)
 // it is retried with backoff for ever, and the key's later events wait until

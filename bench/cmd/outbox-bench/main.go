@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	var o bench.Options
-	var only, keys string
+	var only, keys, cpuProfile string
 	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL")
 	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
 	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
@@ -32,6 +33,7 @@ func main() {
 	flag.IntVar(&o.ScaleN, "scale-n", 0, "events per scale cell (default 100000; quick 2000)")
 	flag.DurationVar(&o.ScaleAckDelay, "scale-ack-delay", 0, "broker delay per acknowledged message in the scale workload (default 1ms)")
 	flag.IntVar(&o.HistoryN, "history-n", 0, "published rows kept for the history workload (default 10000000; quick 100000)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the relays under test run in this process) to this file")
 	flag.Parse()
 	if only != "" {
 		o.Only = strings.Split(only, ",")
@@ -49,8 +51,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "outbox-bench: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	if _, err := bench.Run(ctx, o); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintf(os.Stderr, "outbox-bench: %v\n", err)
 		os.Exit(1)
 	}
