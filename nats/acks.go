@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,6 +216,10 @@ func (a *acker) handle(m *nats.Msg) {
 		return
 	}
 	var r ackResponse
+	if stream, seq, dup, ok := parseAck(m.Data); ok {
+		a.settle(id, &jetstream.PubAck{Stream: stream, Sequence: seq, Duplicate: dup}, nil)
+		return
+	}
 	switch err := json.Unmarshal(m.Data, &r); {
 	case err != nil:
 		a.settle(id, nil, fmt.Errorf("JetStream's acknowledgement: %w", err))
@@ -357,3 +362,51 @@ func permissionDenied(err error) (subject string, replies, ok bool) {
 
 // refused is the error of a publish the server's permissions refused.
 func refused(err error) error { return publishers.Misconfigured(redacted(err)) }
+
+// parseAck reads JetStream's usual acknowledgement, {"stream":"S","seq":N}
+// or {"stream":"S","seq":N,"duplicate":true}, without encoding/json, which
+// cost a tenth of the relay's CPU in a profile of ordered drains (one small
+// JSON document per event). ok is false for any other form (a domain, an
+// error, an escaped name …): json.Unmarshal reads those.
+func parseAck(b []byte) (stream string, seq uint64, dup, ok bool) {
+	const pre, mid = `{"stream":"`, `","seq":`
+	if !bytes.HasPrefix(b, []byte(pre)) {
+		return "", 0, false, false
+	}
+	b = b[len(pre):]
+	end := bytes.IndexByte(b, '"')
+	if end <= 0 || !plainName(b[:end]) || !bytes.HasPrefix(b[end:], []byte(mid)) {
+		return "", 0, false, false
+	}
+	name, b := b[:end], b[end+len(mid):]
+	n := 0
+	for n < len(b) && n < 20 && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n == 0 || b[0] == '0' && n > 1 {
+		return "", 0, false, false
+	}
+	seq, err := strconv.ParseUint(string(b[:n]), 10, 64)
+	if err != nil {
+		return "", 0, false, false
+	}
+	switch string(b[n:]) {
+	case "}":
+	case `,"duplicate":true}`:
+		dup = true
+	default:
+		return "", 0, false, false
+	}
+	return string(name), seq, dup, true
+}
+
+// plainName reports whether b is printable ASCII with no backslash: a JSON
+// string's content that means itself.
+func plainName(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
