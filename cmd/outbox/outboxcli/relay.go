@@ -52,6 +52,8 @@ pipelined, and marks or deletes it once the broker has acknowledged it.
 
 Events with a key are published one at a time per key, in the order their
 transactions committed, however many relays run; --unordered turns that off.
+A batch takes up to --per-key consecutive events of a key and sends each once
+the broker has acknowledged the one before, many keys at once.
 A failed event is retried with exponential backoff. An unkeyed one becomes
 dead after --max-attempts; a keyed one holds its key until it succeeds or is
 dead-lettered by hand ('outbox dead-letter ID'), unless --keyed-failure is
@@ -96,6 +98,7 @@ the flag named after it, where there is one (--stream), overrides the URL's:
 	fl.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", relay.DefaultShutdownTimeout, fmt.Sprintf("how long to let in-flight batches finish on SIGTERM, above 0, at most %v", maxTimeout))
 	fl.BoolVar(&f.cfg.DisableListen, "no-listen", false, "poll only; do not LISTEN for new events")
 	fl.BoolVar(&f.cfg.Unordered, "unordered", false, "publish keyed events in any order (default: one at a time per key, in commit order)")
+	fl.IntVar(&f.cfg.PerKey, "per-key", relay.DefaultPerKey, "ordered mode only: the most events of one key a batch takes, sent one after another (1: each key's oldest only); at most --batch-size")
 	fl.StringVar(&f.keyedFailure, "keyed-failure", "block", "ordered mode only: a failing keyed event blocks its key until it succeeds or is dead-lettered by hand (block), or is dead-lettered after --max-attempts (dead-letter)")
 	return cmd
 }
@@ -111,6 +114,10 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	c.intIn("batch-size", f.cfg.BatchSize, 1, maxBatchSize)
 	c.intIn("workers", f.cfg.Workers, 1, maxWorkers)
 	c.intIn("max-attempts", f.cfg.MaxAttempts, 1, maxMaxAttempts)
+	c.intIn("per-key", f.cfg.PerKey, 1, maxBatchSize)
+	if !cmd.Flags().Changed("per-key") {
+		f.cfg.PerKey = 0 // the relay's default: DefaultPerKey, or --batch-size when smaller
+	}
 	c.durIn("poll-interval", f.cfg.PollInterval, minPollInterval, time.Hour)
 	c.durIn("claim-timeout", f.claimTimeout, minClaimTimeout, maxTimeout)
 	c.durIn("publish-timeout", f.cfg.PublishTimeout, time.Millisecond, maxTimeout)
@@ -125,6 +132,7 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	}
 	if f.cfg.Unordered {
 		c.conflict("keyed-failure", "unordered", "--keyed-failure says what a failing event does to its key's order, and --unordered keeps none")
+		c.conflict("per-key", "unordered", "--per-key bounds the events of a key sent one after another, and --unordered sends them all at once")
 	}
 	for name, pf := range f.params {
 		pf.changed = cmd.Flags().Changed(name)
