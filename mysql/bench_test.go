@@ -88,6 +88,9 @@ func BenchmarkDrainBacklog(b *testing.B) {
 			unordered bool
 			perKey    int
 		}{{"unordered", true, 0}, {"ordered", false, 1}, {"ordered-runs", false, batch}} {
+			if keys == 1 && m.perKey == 1 {
+				continue // one event per claim: 20,000 claims, minutes, and nothing to learn
+			}
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, m.name), func(b *testing.B) {
 				bd := setupB(b)
 				ctx := context.Background()

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"testing"
 	"time"
 
@@ -163,4 +164,25 @@ func ids(recs []stores.Record) []uuid.UUID {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// share fills room evenly, and what a short list leaves goes to the others.
+func TestShare(t *testing.T) {
+	l := func(n int) []uint64 { return make([]uint64, n) }
+	for _, c := range []struct {
+		lists [][]uint64
+		room  int
+		want  []int
+	}{
+		{[][]uint64{l(10), l(10)}, 10, []int{5, 5}},
+		{[][]uint64{l(1), l(10), l(0), l(10)}, 10, []int{1, 5, 0, 4}},
+		{[][]uint64{l(2), l(2)}, 10, []int{2, 2}},
+		{[][]uint64{l(3), l(3), l(3)}, 2, []int{1, 1, 0}},
+		{[][]uint64{l(9)}, 4, []int{4}},
+		{nil, 5, []int{}},
+	} {
+		if got := share(c.lists, c.room); !slices.Equal(got, c.want) {
+			t.Errorf("share(%d lists, room %d) = %v, want %v", len(c.lists), c.room, got, c.want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/hostile"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -273,5 +275,107 @@ func TestClaimDoesNotBlockPurgeOrReplay(t *testing.T) {
 	}
 	if n, err := b.store.Replay(wctx, stores.ReplayParams{Now: now}); err != nil || n != 1 {
 		t.Fatalf("replay while a claim is held: %d (err %v), want 1", n, err)
+	}
+}
+
+// Runs keep every key's order and stay within their key, whatever the key
+// holds: quotes, escapes, non-ASCII, and keys the PAD SPACE collation
+// compares equal ("a", "a ", "a  "), whose rows interleave along the index
+// that lists a run.
+func TestRunsOfHostileKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	keys := append([]string{"a", "a  ", `it's`, `back\slash`, "'; DROP TABLE x; --"}, hostile.Strings...) // and "a "
+	const per = 4
+	pos := map[uuid.UUID]int{}
+	var all []outbox.Message
+	for i := range per {
+		for _, k := range keys { // interleaved: each key's rows are apart
+			m := outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: k, CreatedAt: t0.Add(time.Duration(len(all)) * time.Microsecond)}
+			pos[m.ID] = i
+			all = append(all, m)
+		}
+	}
+	if err := b.enqueue(ctx, all, true); err != nil {
+		t.Fatal(err)
+	}
+	next := map[string]int{}
+	longest := 0
+	for claimed := 0; claimed < len(all); {
+		c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: 16, Now: t0.Add(time.Hour), PerKey: per})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := c.Records()
+		if len(recs) == 0 {
+			t.Fatalf("claimed %d of %d, then nothing", claimed, len(all))
+		}
+		defer c.Abort(ctx) //nolint:errcheck // no-op after Complete
+		inBatch := map[string]int{}
+		for _, r := range recs {
+			if p := pos[r.ID]; p != next[r.Key] {
+				t.Fatalf("key %q: claimed its record %d, want %d", r.Key, p, next[r.Key])
+			}
+			next[r.Key]++
+			inBatch[r.Key]++
+			longest = max(longest, inBatch[r.Key])
+		}
+		if err := c.Complete(ctx, stores.Outcome{Now: t0, Published: recIDs(recs), DeletePublished: true}); err != nil {
+			t.Fatal(err)
+		}
+		claimed += len(recs)
+	}
+	if longest < 2 {
+		t.Fatal("no batch took more than one record of a key")
+	}
+}
+
+// A run stops before a record another transaction holds (an operator's
+// DeadLetter, a relay in unordered mode), and goes on once it is free.
+func TestRunStopsAtALockedRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	msgs := messages("orders", 4, t0)
+	for i := range msgs {
+		msgs[i].Key = "k"
+	}
+	if err := b.enqueue(ctx, msgs, true); err != nil {
+		t.Fatal(err)
+	}
+	other, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback() //nolint:errcheck // ends the test's lock
+	var seq uint64
+	if err := other.QueryRowContext(ctx, "SELECT seq FROM outbox_messages WHERE id = ? FOR UPDATE", msgs[2].ID[:]).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	c, err := b.store.Claim(ctx, stores.ClaimParams{Limit: 10, Now: now, PerKey: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recIDs(c.Records()); !slices.Equal(got, []uuid.UUID{msgs[0].ID, msgs[1].ID}) {
+		t.Fatalf("with the third record held elsewhere: claimed %v, want the first two", got)
+	}
+	if err := c.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = b.store.Claim(ctx, stores.ClaimParams{Limit: 10, Now: now, PerKey: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort(ctx) //nolint:errcheck // a read-only claim
+	want := []uuid.UUID{msgs[0].ID, msgs[1].ID, msgs[2].ID, msgs[3].ID}
+	if got := recIDs(c.Records()); !slices.Equal(got, want) {
+		t.Fatalf("once free: claimed %v, want all four in order %v", got, want)
 	}
 }

@@ -160,9 +160,18 @@
 // second event while its head is in flight, waiting for a retry or not yet
 // due. So a key whose head waits, waits as a whole, and other keys go on;
 // Store.DeadLetter lets a key go past a head that keeps failing. Unkeyed
-// events fill the rest of the batch, oldest first (blankClaimSQL, which
-// also orders the rare keys made of spaces only). A claim's cost follows
-// the number of keys it lists, not the depth of their backlogs.
+// events come next, oldest first (blankClaimSQL, which also orders the
+// rare keys made of spaces only, heads only). With ClaimParams.PerKey,
+// unkeyed events take at most half the room the heads leave, and the rest
+// goes to the runs after the first 64 heads the claim locked, shared evenly
+// among their keys: each key's next events
+// in its order, listed along the same index (a plain read, a bounded range
+// per key) and locked by primary key with FOR UPDATE SKIP LOCKED; a run
+// ends at the first event held elsewhere, gone or not due. The comment of
+// Store.runs argues why a run never holds an event out of turn: no other
+// claim takes a key's events while the batch holds its head. A claim's
+// cost follows the number of keys it lists and the events it takes, not
+// the depth of their backlogs.
 //
 // Commit order per key comes from the write side. AUTO_INCREMENT hands
 // seqs out at insert, so two transactions enqueueing for one key could

@@ -69,35 +69,76 @@ type queryer interface {
 
 // queryRecords runs a SELECT of recordCols.
 func queryRecords(ctx context.Context, q queryer, query string, args ...any) ([]stores.Record, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out []stores.Record
-	for rows.Next() {
+	err := scanRecords(ctx, q, query, args, func(rows *sql.Rows) error {
 		var rec stores.Record
-		var id, headers []byte
-		var available time.Time
-		err := rows.Scan(&id, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, &headers,
-			utcTime{&rec.CreatedAt}, utcTime{&available}, &rec.Attempts, &rec.LastError)
-		if err != nil {
-			return nil, err
-		}
-		if rec.ID, err = uuidFromBytes(id); err != nil {
-			return nil, err
-		}
-		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &rec.Headers); err != nil {
-				return nil, fmt.Errorf("mysql: headers of %s: %w", rec.ID, err)
-			}
-		}
-		if available.After(rec.CreatedAt) && rec.Attempts == 0 {
-			rec.NotBefore = available
+		if err := scanRecord(rows, &rec); err != nil {
+			return err
 		}
 		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
+// seqRecord is a record and its row's seq.
+type seqRecord struct {
+	seq uint64
+	rec stores.Record
+}
+
+// querySeqRecords runs a SELECT of seq, then recordCols.
+func querySeqRecords(ctx context.Context, q queryer, query string, args ...any) ([]seqRecord, error) {
+	var out []seqRecord
+	err := scanRecords(ctx, q, query, args, func(rows *sql.Rows) error {
+		var r seqRecord
+		if err := scanRecord(rows, &r.rec, &r.seq); err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// scanRecords runs query and calls f on each row.
+func scanRecords(ctx context.Context, q queryer, query string, args []any, f func(*sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
 	}
-	return out, rows.Err()
+	defer rows.Close()
+	for rows.Next() {
+		if err := f(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// scanRecord scans a row of the columns lead (if any), then recordCols,
+// into rec.
+func scanRecord(rows *sql.Rows, rec *stores.Record, lead ...any) error {
+	var id, headers []byte
+	var available time.Time
+	dest := append(lead, &id, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, &headers,
+		utcTime{&rec.CreatedAt}, utcTime{&available}, &rec.Attempts, &rec.LastError)
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	var err error
+	if rec.ID, err = uuidFromBytes(id); err != nil {
+		return err
+	}
+	if len(headers) > 0 {
+		if err := json.Unmarshal(headers, &rec.Headers); err != nil {
+			return fmt.Errorf("mysql: headers of %s: %w", rec.ID, err)
+		}
+	}
+	if available.After(rec.CreatedAt) && rec.Attempts == 0 {
+		rec.NotBefore = available
+	}
+	return nil
 }
 
 // inTx runs f in a READ COMMITTED transaction and commits it, or rolls it

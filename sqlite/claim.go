@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,12 +36,13 @@ import (
 // relay that died become claimable again once the lease lapses, by the
 // clock of the next claim.
 //
-// By default keyed rows are claimed key by key, each key's head only (see
-// walkSQL): so a key never has two rows leased at once and never one out of
-// turn. Keys are visited round-robin from where the last claim stopped, so
-// no key starves; unkeyed rows fill the rest of the batch, oldest first.
-// With p.Unordered, one statement takes the oldest claimable rows, whatever
-// their keys.
+// By default keyed rows are claimed key by key (see claimOrdered): each
+// key's head and, with p.PerKey, the run right after it, so what a batch
+// holds of a key is always the key's next rows, and a key never has rows
+// leased to two batches at once nor one out of turn. Keys are visited
+// round-robin from where the last claim stopped, so no key starves; unkeyed
+// rows and the runs share the rest of the batch. With p.Unordered, one
+// statement takes the oldest claimable rows, whatever their keys.
 //
 // When nothing is claimable, Claim costs one read and never takes the write
 // lock, so idle relays polling do not slow enqueuers.
@@ -60,7 +62,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	// took a while (another worker's claim may have taken everything).
 	dueQ, dueArgs := s.q.due, []any{now}
 	if !p.Unordered {
-		dueQ, dueArgs = s.q.dueOrdered, []any{nil, nil, now, 1, "", nil, 1}
+		dueQ, dueArgs = s.q.dueOrdered, []any{nil, nil, now, 1, ""}
 	}
 	nothingDue := func(ctx context.Context, tx *wtx) (bool, error) {
 		var one int
@@ -80,6 +82,9 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 		w.prepare = []string{s.q.claimKeys, s.q.claimUnkeyed}
 		if s.cursor.Get() != "" {
 			w.prepare = append(w.prepare, s.q.claimKeysBounded)
+		}
+		if p.PerKey > 1 {
+			w.prepare = append(w.prepare, s.q.claimRuns)
 		}
 	}
 	err = immediate(ctx, s.db, w, func(ctx context.Context, tx *wtx) error {
@@ -108,18 +113,40 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	return b, nil
 }
 
-// claimOrdered runs in the claim's write transaction: keys from the cursor
-// to the last, then from the first up to the cursor, then unkeyed rows,
-// each step only while the batch is not full. Of each key it takes a run
-// of up to perKey rows (see walkSQL).
+// claimOrdered runs in the claim's write transaction: heads of keys from
+// the cursor to the last, then from the first up to the cursor (see
+// walkSQL; with runs, at most a quarter of limit, see keyedLimit), then
+// unkeyed rows, then, with perKey > 1, the runs after the heads it took
+// (see runsSQL), each step only while the batch is not full. Unkeyed rows
+// take up to half the room the heads left (all of it without runs), oldest
+// first; the runs share the rest evenly among the heads' keys, up to
+// perKey-1 rows after each head: a claim that finds few keys takes long
+// runs of each, one that finds many takes their heads.
+//
+// Why what a batch holds of a key is always the key's next rows, and no
+// other batch holds any of them: the claim takes a key's head and then, in
+// the same write transaction (no other writer comes in between), only rows
+// right behind a head it took: the key's pending rows after the head, in
+// seq order, each due and not leased, ending before the first that is not,
+// so it never takes a row past one it left out (and seq is commit order: a
+// row committed later comes after them, see the package documentation). A
+// batch's rows share its token and its locked_until: while the lease
+// lasts, the key's head is leased, and every ordered claim starts a key at
+// its head, so none takes any row of the key; when the lease lapses, it
+// lapses for all of them at once, and the next claim starts again from the
+// head. Complete and Abort end the lease of all of them in one
+// transaction: a named row is marked (published, due again later, or dead),
+// an unnamed one released, pending and uncharged; the key's lowest pending
+// seq is its head again, where the next claim starts.
 func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit, perKey int) ([]scanned, error) {
 	cursor := s.cursor.Get()
-	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, limit, cursor, nil, perKey)
+	keyed := keyedLimit(limit, perKey)
+	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, keyed, cursor)
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) < limit && cursor != "" {
-		more, err := s.stamp(ctx, tx, s.q.claimKeysBounded, token, until, now, limit-len(recs), "", cursor, perKey)
+	if len(recs) < keyed && cursor != "" {
+		more, err := s.stamp(ctx, tx, s.q.claimKeysBounded, token, until, now, keyed-len(recs), "", cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -131,15 +158,41 @@ func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int
 	for i, r := range recs {
 		keys[i] = r.rec.Key
 	}
-	s.cursor.Advance(cursor, len(recs) == limit, keys)
-	if left := limit - len(recs); left > 0 {
-		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, left)
+	s.cursor.Advance(cursor, len(recs) == keyed, keys)
+	heads := recs[:len(recs):len(recs)]
+	runs := len(heads) > 0 && perKey > 1
+	if room := limit - len(recs); room > 0 {
+		if runs {
+			room -= room / 2 // the other half for the runs
+		}
+		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, room)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, more...)
+	}
+	if room := limit - len(recs); runs && room > 0 {
+		per := min(perKey-1, (room+len(heads)-1)/len(heads))
+		more, err := s.stamp(ctx, tx, s.q.claimRuns, token, until, now, room, seqsJSON(heads), per)
 		if err != nil {
 			return nil, err
 		}
 		recs = append(recs, more...)
 	}
 	return recs, nil
+}
+
+// keyedLimit is how many heads the key walk of an ordered claim takes:
+// limit, or with runs (perKey > 1) a quarter of it, as PostgreSQL's store
+// does. The cap leaves keys to a relay's other workers and to other
+// relays, which would otherwise find every key held by one batch when
+// there are about as many keys as a batch takes, and it spreads the walk's
+// cost (a few index probes per key) over the rows of each key's run.
+func keyedLimit(limit, perKey int) int {
+	if perKey <= 1 {
+		return limit
+	}
+	return max(1, limit/4)
 }
 
 // stamp runs a claim statement (UPDATE … RETURNING recordCols) with args
@@ -150,6 +203,19 @@ func (s *Store) stamp(ctx context.Context, tx *wtx, query string, token, until, 
 		return nil, err
 	}
 	return scanRecords(rows)
+}
+
+// seqsJSON is the seqs of recs as a JSON array, in recs' order.
+func seqsJSON(recs []scanned) string {
+	b := make([]byte, 0, 2+len(recs)*8)
+	b = append(b, '[')
+	for i, r := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, r.seq, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // sortRecords puts a claim's rows, which RETURNING gives in no particular

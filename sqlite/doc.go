@@ -129,15 +129,24 @@
 //
 // Events with the same non-empty Key are published in the order their
 // transactions committed, one at a time (ClaimParams.Unordered turns this
-// off). A claim takes a keyed event only when it is its key's head, the
-// key's pending event with the lowest seq, due or not, and only when that
-// head's lease is free: while a key's head is leased to a relay, or waits
-// for a retry or its NotBefore, the whole key waits, and other keys go on.
+// off). A claim starts a key at its head, the key's pending event with the
+// lowest seq, due or not, and takes it only when it is due and its lease is
+// free: while a key's head is leased to a relay, or waits for a retry or
+// its NotBefore, the whole key waits, and other keys go on.
 // Store.DeadLetter lets a key go past a head that keeps failing. Claims
 // walk the keys along an index of pending keyed events, round-robin from
-// where the last claim stopped, and stop once the batch is full: the cost
-// of a claim grows with the keys it visits, not with the backlog behind
-// them. Unkeyed events fill the rest of the batch, oldest first.
+// where the last claim stopped, and stop once they have enough heads (the
+// batch's limit; with ClaimParams.PerKey, a quarter of it, leaving keys to
+// other relays and workers): the cost of a claim grows with the keys it
+// visits, not with the backlog behind them. Unkeyed events take up to half
+// the room the heads left (all of it without PerKey), oldest first. With
+// PerKey, the rest goes to the runs after the heads claimed, shared evenly
+// among their keys: each key's pending events right after its head, in the
+// key's order, as long as each is due and not leased, up to PerKey events
+// of the key, leased by the same write transaction as the head. A run stops
+// at the first event that is not claimable, so a batch never holds an event
+// of a key past one it left out; a claim looks at no more than PerKey
+// events of a key, however deep its backlog.
 //
 // Commit order per key needs nothing more. seq is the rowid, handed out at
 // insert, and SQLite has one writer: a transaction that inserts holds the

@@ -64,7 +64,7 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 type queries struct {
 	due, claim                                  string
 	dueOrdered, claimKeys, claimKeysBounded     string
-	claimUnkeyed                                string
+	claimUnkeyed, claimRuns                     string
 	markPublished, deletePublished, retry, dead string
 	release                                     string
 	purge                                       string
@@ -89,20 +89,15 @@ func claimable(n string) string {
 
 // The ordered claim serves keyed rows key by key, like PostgreSQL's store:
 // it walks the distinct keys of pending rows in key order along the
-// (key, seq) index of pending keyed rows, from a cursor, and takes of each
-// key its run: the key's head (its lowest-seq pending row, due or not,
-// leased or not) and the pending rows right after it, in seq order, as long
-// as each is due and its lease is free, up to ?7 (ClaimParams.PerKey, at
-// least 1) rows of the key. The run stops at the first row that is not
-// claimable: a head that is leased (in flight) or not yet due (a retry's
-// backoff, a NotBefore) takes nothing, and no later row of its key is ever
-// a candidate: the key waits as a whole; a later row not yet due ends the
-// run there, and no row after it is a candidate either. The walk goes row
-// by row (see walkSQL), so it never looks at a row past the first it
-// leaves out, nor at more than ?7 rows of a key, and it stops as soon as it
-// has found ?4 rows: a claim costs a few index probes per key visited and
-// per row taken, not a scan of the backlog: a key with a deep backlog costs
-// no more than the rows taken of it.
+// (key, seq) index of pending keyed rows, from a cursor, and takes each
+// key's head (its lowest-seq pending row, due or not, leased or not) when
+// that head is due and its lease is free. A head that is leased (in flight)
+// or not yet due (a retry's backoff, a NotBefore) is not taken, and no later
+// row of its key is ever a candidate: the key waits as a whole. The walk
+// stops as soon as it has found enough claimable heads, so a claim costs a
+// few index probes per key visited, not a scan of the backlog: a key with a
+// deep backlog costs no more than one with a single row. With
+// ClaimParams.PerKey, runsSQL then takes the run after each head it took.
 //
 // Each probe's WHERE repeats the partial index's (status = 0 AND key <> ''),
 // which is what lets SQLite use a partial index.
@@ -110,12 +105,6 @@ func claimable(n string) string {
 // headOf is the seq of key k's head, or NULL.
 func headOf(t, k string) string {
 	return `(SELECT h.seq FROM ` + t + ` AS h WHERE h.status = 0 AND h.key <> '' AND h.key = ` + k + `
-		ORDER BY h.seq LIMIT 1)`
-}
-
-// nextOf is the seq of key k's pending row right after seq s, or NULL.
-func nextOf(t, k, s string) string {
-	return `(SELECT h.seq FROM ` + t + ` AS h WHERE h.status = 0 AND h.key <> '' AND h.key = ` + k + ` AND h.seq > ` + s + `
 		ORDER BY h.seq LIMIT 1)`
 }
 
@@ -130,48 +119,80 @@ func nextKey(t, k string, bounded bool) string {
 		ORDER BY h.key LIMIT 1)`
 }
 
-// rowClaimable is 1 when the row of seq s (an expression, maybe NULL)
-// is pending, due at ?3 and not leased, else 0.
-func rowClaimable(t, s string) string {
-	return `EXISTS (SELECT 1 FROM ` + t + ` AS m WHERE m.seq = ` + s + ` AND ` + claimable("3") + `)`
+// headClaimable is 1 when key k's head is due at ?3 and not leased, else 0.
+func headClaimable(t, k string) string {
+	return `EXISTS (SELECT 1 FROM ` + t + ` AS m WHERE m.seq = ` + headOf(t, k) + ` AND ` + claimable("3") + `)`
 }
 
-// walkSQL is the walk of keyed rows: keys after ?5 (and up to ?6 when
-// bounded), and of each key its head and the rows after it, one walk row
-// per row looked at: (key, seq, ok, n, i), where ok says the row is taken,
-// n counts the rows taken before it and i those of its key. seq is NULL
-// when the key has no pending row after the last one taken, and key is
-// NULL when the keys ran out. From a row, the walk goes on to the key's
-// next row when this one is taken and the run may grow (fewer than ?7 rows
-// of the key and ?4 in all), else to the next key's head; it stops once ?4
-// rows are taken or the keys run out. The two recursive steps' conditions
-// are each other's negation, so the walk is a chain; a row that is not
-// taken always moves on to the next key, so nothing of a key is looked at
-// past the first row that is not taken.
+// walkSQL is the key walk: keys after ?5 (and up to ?6 when bounded), each
+// row a key and n, the claimable heads among the keys before it; it stops
+// once ?4 heads are found or the keys run out.
 func walkSQL(t string, bounded bool) string {
-	next := nextKey(t, "w.key", bounded)
-	more := `w.ok AND w.i + 1 < ?7 AND w.n + 1 < ?4`
-	return `WITH RECURSIVE walk(key, seq, ok, n, i) AS (
-		SELECT k, ` + headOf(t, "k") + `, ` + rowClaimable(t, headOf(t, "k")) + `, 0, 0
-		FROM (SELECT ` + nextKey(t, "?5", bounded) + ` AS k) WHERE k IS NOT NULL
+	return `WITH RECURSIVE walk(key, n) AS (
+		SELECT k, 0 FROM (SELECT ` + nextKey(t, "?5", bounded) + ` AS k) WHERE k IS NOT NULL
 		UNION ALL
-		SELECT w.key, ` + nextOf(t, "w.key", "w.seq") + `, ` + rowClaimable(t, nextOf(t, "w.key", "w.seq")) + `, w.n + 1, w.i + 1
-		FROM walk AS w WHERE ` + more + `
-		UNION ALL
-		SELECT ` + next + `, ` + headOf(t, next) + `, ` + rowClaimable(t, headOf(t, next)) + `, w.n + w.ok, 0
-		FROM walk AS w WHERE w.key IS NOT NULL AND NOT (` + more + `) AND w.n + w.ok < ?4
+		SELECT ` + nextKey(t, "w.key", bounded) + `, w.n + ` + headClaimable(t, "w.key") + `
+		FROM walk AS w
+		WHERE w.n + ` + headClaimable(t, "w.key") + ` < ?4 AND ` + nextKey(t, "w.key", bounded) + ` IS NOT NULL
 	)`
 }
 
-// keyedClaimSQL stamps the rows the walk took. The UPDATE's own WHERE
-// checks them again, in the same write transaction and statement as the
-// walk, which read them: it always agrees.
+// keyedClaimSQL stamps the claimable heads the walk found. The UPDATE's own
+// WHERE checks them again, in the same write transaction as the walk.
 func keyedClaimSQL(t string, bounded bool) string {
 	return walkSQL(t, bounded) + `
 	UPDATE ` + t + ` AS m SET claim_token = ?1, locked_until = ?2
-	WHERE m.seq IN (SELECT w.seq FROM walk AS w WHERE w.ok) AND ` + claimable("3") + `
+	WHERE m.seq IN (SELECT ` + headOf(t, "w.key") + ` FROM walk AS w) AND ` + claimable("3") + `
 	RETURNING ` + recordCols
 }
+
+// runsSQL stamps the runs after heads the claim has just stamped: for each
+// head (the seqs of the JSON array ?5, in its order), the pending rows of
+// its key right after it, in seq order, up to ?6 of them, as long as each
+// is due at ?3 and not leased (a relay in unordered mode may hold one): the
+// run ends before the first that is not. Of all the runs together it takes
+// ?4 rows at most, the first keys' first (the last run taken may be cut
+// short: still a run). Each head costs two ranges of the (key, seq) index,
+// each at most ?6 rows long (last: the ?6-th row after the head; stop: the
+// first row up to it that is not claimable), however deep its key's
+// backlog, and one more for the rows taken. The CTEs are MATERIALIZED so
+// that last and stop are computed once per head: inlined, SQLite would
+// compute them again for each row of the join.
+//
+// Why a run never holds a row out of turn (see claimOrdered for the rest):
+// it runs in the write transaction that stamped its head, so the head is
+// still its key's lowest pending seq and this batch's, and the rows after
+// it are read as they are: every row of the key between the head and a row
+// taken is pending, claimable and taken too, by this statement. The UPDATE's
+// own WHERE checks them again; taken, which depends on no row of the
+// UPDATE, is computed once, before the UPDATE changes a row, so the check
+// reads the rows as taken did and always agrees: it never leaves a gap.
+func runsSQL(t string) string {
+	return `WITH heads(ord, key, head) AS MATERIALIZED (
+		SELECT j.key, (SELECT x.key FROM ` + t + ` AS x WHERE x.seq = j.value), j.value FROM json_each(?5) AS j
+	), ends(ord, key, head, last) AS MATERIALIZED (
+		SELECT e.ord, e.key, e.head, coalesce((SELECT h.seq FROM ` + t + ` AS h
+			WHERE h.status = 0 AND h.key <> '' AND h.key = e.key AND h.seq > e.head
+			ORDER BY h.seq LIMIT 1 OFFSET ?6 - 1), ` + maxSeq + `)
+		FROM heads AS e
+	), runs(ord, key, head, last, stop) AS MATERIALIZED (
+		SELECT r.ord, r.key, r.head, r.last, coalesce((SELECT m.seq FROM ` + t + ` AS m
+			WHERE m.status = 0 AND m.key <> '' AND m.key = r.key AND m.seq > r.head AND m.seq <= r.last
+			AND NOT (` + claimable("3") + `) ORDER BY m.seq LIMIT 1), ` + maxSeq + `)
+		FROM ends AS r
+	), taken(seq) AS (
+		SELECT c.seq FROM (SELECT h.seq, row_number() OVER (ORDER BY r.ord, h.seq) AS n
+			FROM runs AS r JOIN ` + t + ` AS h ON h.status = 0 AND h.key <> '' AND h.key = r.key
+				AND h.seq > r.head AND h.seq <= r.last AND h.seq < r.stop) AS c
+		WHERE c.n <= ?4
+	)
+	UPDATE ` + t + ` AS m SET claim_token = ?1, locked_until = ?2
+	WHERE m.seq IN (SELECT seq FROM taken) AND ` + claimable("3") + `
+	RETURNING ` + recordCols
+}
+
+// maxSeq is above every seq (SQLite's largest integer).
+const maxSeq = `9223372036854775807`
 
 func newQueries(t, name string) queries {
 	unkeyed := t + ` AS m INDEXED BY "` + name + `_pending_unkeyed"`
@@ -181,11 +202,13 @@ func newQueries(t, name string) queries {
 			SELECT seq FROM ` + t + ` AS m WHERE ` + claimable("3") + `
 			ORDER BY available_at, seq LIMIT ?4) RETURNING ` + recordCols,
 		// Any unkeyed row due, or any key's head claimable (a walk of all
-		// keys, run with ?4 = ?7 = 1, that stops at the first).
+		// keys that stops at the first).
 		dueOrdered: `SELECT 1 FROM ` + unkeyed + ` WHERE m.status = 0 AND m.key = '' AND ` + claimable("3") + `
-			UNION ALL SELECT * FROM (` + walkSQL(t, false) + ` SELECT 1 FROM walk AS w WHERE w.ok LIMIT 1) LIMIT 1`,
+			UNION ALL SELECT * FROM (` + walkSQL(t, false) + ` SELECT 1 FROM walk AS w WHERE ` +
+			headClaimable(t, "w.key") + ` LIMIT 1) LIMIT 1`,
 		claimKeys:        keyedClaimSQL(t, false),
 		claimKeysBounded: keyedClaimSQL(t, true),
+		claimRuns:        runsSQL(t),
 		claimUnkeyed: `UPDATE ` + t + ` SET claim_token = ?1, locked_until = ?2 WHERE seq IN (
 			SELECT seq FROM ` + unkeyed + ` WHERE m.status = 0 AND m.key = '' AND ` + claimable("3") + `
 			ORDER BY available_at, seq LIMIT ?4) RETURNING ` + recordCols,
