@@ -77,7 +77,7 @@ const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
-	var heads []head // the keyed heads claimed, ordered mode
+	var heads []numbered // the keyed heads claimed and their seqs, ordered mode
 	// keyed queues the keyed claim of up to limit rows of the keys after
 	// after (and up to upTo, when bounded).
 	keyed := func(pb *pgx.Batch, bounded bool, limit int, after, upTo string) {
@@ -95,7 +95,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if p.Unordered {
 			return run(ctx, tx, pb, skip, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) })
 		}
-		return run(ctx, tx, pb, skip, scanHead, func(h head) {
+		return run(ctx, tx, pb, skip, scanNumbered, func(h numbered) {
 			b.recs, heads = append(b.recs, h.rec), append(heads, h)
 		})
 	}
@@ -153,17 +153,17 @@ func keyedLimit(p stores.ClaimParams) int {
 // claimRuns adds to b the runs after the heads it holds: up to room rows,
 // shared evenly among the heads' keys, at most p.PerKey-1 after each head
 // (see runsSQL).
-func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, heads []head, room int) error {
+func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, heads []numbered, room int) error {
 	per := min(p.PerKey-1, (room+len(heads)-1)/len(heads))
 	keys := make([]string, len(heads))
 	seqs := make([]int64, len(heads))
 	for i, h := range heads {
-		keys[i], seqs[i] = h.rec.Key, h.seq
+		keys[i], seqs[i] = h.rec.Key, h.n
 	}
 	var pb pgx.Batch
 	pb.Queue(s.runsSQL(), keys, seqs, per, p.Now.UTC())
-	var rows []ranked
-	if err := run(ctx, tx, &pb, 0, scanRanked, func(x ranked) { rows = append(rows, x) }); err != nil {
+	var rows []numbered
+	if err := run(ctx, tx, &pb, 0, scanNumbered, func(x numbered) { rows = append(rows, x) }); err != nil {
 		return err
 	}
 	recs := keepRuns(rows)
@@ -202,33 +202,20 @@ func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pg
 	return br.Close()
 }
 
-// head is a row of keyedSQL: a key's head and its seq.
-type head struct {
+// numbered is a row of keyedSQL or runsSQL: a record and the number its
+// columns end with, a head's seq (keyedSQL) or a run row's rank after its
+// key's head, 1 for the row right after it, in the statement's snapshot
+// (runsSQL).
+type numbered struct {
 	rec stores.Record
-	seq int64
+	n   int64
 }
 
-func scanHead(r pgx.CollectableRow) (head, error) {
-	var h head
-	var available time.Time
-	err := r.Scan(&h.rec.ID, &h.rec.Topic, &h.rec.Key, &h.rec.Type, &h.rec.Payload, &h.rec.Headers,
-		&h.rec.CreatedAt, &available, &h.rec.Attempts, &h.rec.LastError, &h.seq)
-	setNotBefore(&h.rec, available)
-	return h, err
-}
-
-// ranked is a row of runsSQL: a record and its place in the run after its
-// key's head (1 for the row right after it) in the statement's snapshot.
-type ranked struct {
-	rec  stores.Record
-	rank int64
-}
-
-func scanRanked(r pgx.CollectableRow) (ranked, error) {
-	var x ranked
+func scanNumbered(r pgx.CollectableRow) (numbered, error) {
+	var x numbered
 	var available time.Time
 	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.rank)
+		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n)
 	setNotBefore(&x.rec, available)
 	return x, err
 }
@@ -238,7 +225,7 @@ func scanRanked(r pgx.CollectableRow) (ranked, error) {
 // first missing one. A missing rank is a row that is not due, one another
 // batch holds (a relay in unordered mode may), or one gone since the
 // snapshot: the rows after it must wait.
-func keepRuns(rows []ranked) []stores.Record {
+func keepRuns(rows []numbered) []stores.Record {
 	out := make([]stores.Record, 0, len(rows))
 	var key string
 	var want int64
@@ -246,7 +233,7 @@ func keepRuns(rows []ranked) []stores.Record {
 		if i == 0 || x.rec.Key != key {
 			key, want = x.rec.Key, 1
 		}
-		if x.rank == want {
+		if x.n == want { // its rank
 			out = append(out, x.rec)
 			want++
 		} else {
