@@ -246,9 +246,10 @@ func keepRuns(rows []numbered) []stores.Record {
 // keyedSQL claims the heads of keys, visiting keys in order from $3
 // (exclusive) and, when bounded, up to $4 (inclusive), and returns each
 // head's seq after its columns. A recursive CTE skips from key to key along
-// the (key, seq) index of pending keyed rows, so the cost is per key
-// visited, not per pending row; the query stops as soon as $2 heads are
-// locked.
+// the (key, seq) index of pending keyed rows, one probe per key: the first
+// entry after key k is the next key's lowest seq, its head. So the cost is
+// per key visited, not per pending row; the query stops as soon as $2
+// heads are locked.
 //
 // A head is locked with SKIP LOCKED: a head another batch holds is in
 // flight, and its key is passed over. A later row of that key is never a
@@ -263,16 +264,16 @@ func (s *Store) keyedSQL(bounded bool) string {
 	if bounded {
 		upper = " AND key <= $4"
 	}
-	return `WITH RECURSIVE keys(key) AS (
-		(SELECT key FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key LIMIT 1)
+	return `WITH RECURSIVE keys(key, seq) AS (
+		(SELECT key, seq FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT 1)
 		UNION ALL
-		SELECT (SELECT n.key FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + ` ORDER BY n.key LIMIT 1)
-		FROM keys k WHERE k.key IS NOT NULL
+		SELECT n.key, n.seq FROM keys k CROSS JOIN LATERAL (
+			SELECT n.key, n.seq FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + `
+			ORDER BY n.key, n.seq LIMIT 1) n
 	)
 	SELECT ` + qualified("m", recordCols) + `, m.seq FROM keys k
-	CROSS JOIN LATERAL (SELECT h.seq FROM ` + t + ` h WHERE h.key = k.key AND h.key <> '' AND h.status = 0 ORDER BY h.seq LIMIT 1) head
-	JOIN ` + t + ` m ON m.seq = head.seq
-	WHERE k.key IS NOT NULL AND m.status = 0 AND m.available_at <= $1
+	JOIN ` + t + ` m ON m.seq = k.seq
+	WHERE m.status = 0 AND m.available_at <= $1
 	LIMIT $2
 	FOR UPDATE OF m SKIP LOCKED`
 }
