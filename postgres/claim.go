@@ -24,12 +24,11 @@ import (
 // so a key never has two rows in flight from two batches and never one out
 // of turn, and with p.PerKey at most a quarter of p.Limit keys (see
 // keyedLimit). Keys are visited round-robin from where the last claim
-// stopped, so no key starves. Unkeyed rows then take up to half the room
-// left (all of it without p.PerKey), by due time; then, with p.PerKey, the
-// rest goes to the runs after the heads claimed (see runsSQL), shared
-// evenly among their keys, and what short runs leave goes to more heads: a
-// claim that finds few keys takes long runs of each, one that finds many
-// takes their heads. With p.Unordered, every due row of each key
+// stopped, so no key starves. Unkeyed rows then take up to half the room left (all
+// of it without p.PerKey), by due time; then, with p.PerKey, the rest goes
+// to the runs after the heads claimed (see runsSQL), shared evenly among
+// their keys: a claim that finds few keys takes long runs of each, one that
+// finds many takes their heads. With p.Unordered, every due row of each key
 // is claimable (see keyedUnorderedSQL), still walking keys round-robin.
 // Each part runs along an index of pending rows only.
 //
@@ -112,8 +111,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if err := collect(&pb, 1); err != nil {
 		return err
 	}
-	full := len(b.recs) == limit // the walk from the cursor alone found enough keys
-	if !full && cursor != "" {
+	if len(b.recs) < limit && cursor != "" {
 		var pb pgx.Batch
 		keyed(&pb, true, limit-len(b.recs), "", cursor)
 		if err := collect(&pb, 0); err != nil {
@@ -134,23 +132,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		}
 	}
 	if room := p.Limit - len(b.recs); runs && room > 0 {
-		if err := s.claimRuns(ctx, tx, p, b, heads, room); err != nil {
-			return err
-		}
-	}
-	// Many keys with short runs leave room: more heads, from the key after
-	// the last one taken (past every key this batch holds, since that walk
-	// did not wrap around).
-	if room := p.Limit - len(b.recs); runs && full && room > 0 {
-		after := heads[len(heads)-1].rec.Key
-		var pb pgx.Batch
-		pb.Queue(s.keyedSQL(false), now, room, after)
-		var more []stores.Record
-		if err := run(ctx, tx, &pb, 0, scanNumbered, func(h numbered) { more = append(more, h.rec) }); err != nil {
-			return err
-		}
-		b.recs = append(b.recs, more...)
-		s.cursor.Advance(after, len(more) == room, recordKeys(more))
+		return s.claimRuns(ctx, tx, p, b, heads, room)
 	}
 	return nil
 }
