@@ -54,6 +54,23 @@ func names(recs []stores.Record, all map[uuid.UUID]string) []string {
 	return out
 }
 
+// keyedBacklog returns per records of each of keys keys ("key-00" …), and
+// each record's place in its key. One key's records are adjacent in time,
+// so a store that claims by due time alone would put several of them in
+// one batch.
+func keyedBacklog(keys, per int) ([]outbox.Message, map[uuid.UUID]int) {
+	pos := map[uuid.UUID]int{}
+	var all []outbox.Message
+	for k := range keys {
+		start := t0.Add(time.Duration(k*per) * time.Microsecond)
+		for i, m := range keyed("orders", fmt.Sprintf("key-%02d", k), per, start) {
+			pos[m.ID] = i
+			all = append(all, m)
+		}
+	}
+	return all, pos
+}
+
 // Only each key's oldest pending record (its head) is claimable, and only by
 // one batch at a time; unkeyed records are not held back.
 func testOrderedHeadOnly(t *testing.T, h Harness) {
@@ -158,17 +175,7 @@ func testOrderedFairAcrossKeys(t *testing.T, h Harness) {
 // one at a time, in order, never two of one key in flight.
 func testOrderedConcurrentRelays(t *testing.T, h Harness) {
 	const keys, per, relays = 40, 15, 4
-	pos := map[uuid.UUID]int{}
-	var all []outbox.Message
-	for k := range keys {
-		// One key's records are adjacent in time, so a store that claims by
-		// due time alone would put several of them in one batch.
-		start := t0.Add(time.Duration(k*per) * time.Microsecond)
-		for i, m := range keyed("orders", fmt.Sprintf("key-%02d", k), per, start) {
-			pos[m.ID] = i
-			all = append(all, m)
-		}
-	}
+	all, pos := keyedBacklog(keys, per)
 	enqueue(t, h, all)
 	ctx := ctxT(t)
 	var mu sync.Mutex

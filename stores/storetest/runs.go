@@ -107,15 +107,7 @@ func testOrderedRunNeverPassesAHeldRecord(t *testing.T, h Harness) {
 // key's records are claimed in order, never by two batches at once.
 func testOrderedRunsConcurrentRelays(t *testing.T, h Harness) {
 	const keys, per, relays = 30, 12, 4
-	pos := map[uuid.UUID]int{}
-	var all []outbox.Message
-	for k := range keys {
-		start := t0.Add(time.Duration(k*per) * time.Microsecond)
-		for i, m := range keyed("orders", fmt.Sprintf("key-%02d", k), per, start) {
-			pos[m.ID] = i
-			all = append(all, m)
-		}
-	}
+	all, pos := keyedBacklog(keys, per)
 	enqueue(t, h, all)
 	ctx := ctxT(t)
 	var mu sync.Mutex
