@@ -196,12 +196,13 @@ func headsPerClaim(n int) int { return 2 * n }
 // claimOrdered runs the ordered claim in tx: the heads of keys from the
 // store's cursor on (then from the first key up to the cursor), locked by
 // lockHeadsSQL; then blank-key rows; then, with p.PerKey > 1, the runs
-// after the heads (see runs), for at most maxRunKeys of them (see
-// keyedLimit). With runs, the blank-key rows take at most half the room
-// the heads leave, the rest going to the runs; blank keys get no runs. The
-// batch holds the keyed rows in seq order, then the blank-key rows.
+// after the heads (see runs), for at most maxRunKeys of them. With runs,
+// the blank-key rows take at most half the room the heads leave
+// (sqlkit.UnkeyedRoom), the rest going to the runs; blank keys get no
+// runs. The batch holds the keyed rows in seq order, then the blank-key
+// rows.
 func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stores.ClaimParams) ([]stores.Record, error) {
-	limit := keyedLimit(p)
+	limit := p.Limit // no cap on the walk: see maxRunKeys
 	cursor := s.cursor.Get()
 	want := headsPerClaim(limit)
 	keys, seqs, err := s.heads(ctx, tx, false, cursor, "", want)
@@ -231,10 +232,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stor
 	runs := p.PerKey > 1 && len(heads) > 0
 	var blank []stores.Record
 	if room := p.Limit - len(heads); room > 0 {
-		if runs {
-			room -= room / 2 // the other half for the runs
-		}
-		if blank, err = s.claimBlank(ctx, tx, now, room); err != nil {
+		if blank, err = s.claimBlank(ctx, tx, now, sqlkit.UnkeyedRoom(room, runs)); err != nil {
 			return nil, err
 		}
 	}
@@ -251,17 +249,12 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stor
 	return append(recs, blank...), nil
 }
 
-// keyedLimit is how many heads an ordered claim takes: p.Limit. Unlike
-// PostgreSQL's store, MySQL's does not cap the key walk at a quarter of a
-// batch to make room for runs: listing runs costs a UNION ALL branch per
-// key (about 80 µs each on MariaDB 10.11), so it lists runs for at most
-// maxRunKeys heads instead (see runs), and a claim that finds many keys
-// takes their heads, as it did before runs (measured, 1,000 keys: heads
-// only ≈ 0.9 × unordered, a quarter cap with runs of 3 ≈ 0.5 ×).
-func keyedLimit(p stores.ClaimParams) int { return p.Limit }
-
 // maxRunKeys is the most keys a claim lists runs for: it bounds runSQL's
-// UNION ALL, whose cost is per branch.
+// UNION ALL, whose cost is per branch (about 80 µs each on MariaDB 10.11).
+// So, unlike PostgreSQL's and SQLite's stores, MySQL's does not cap the key
+// walk to make room for runs (sqlkit.HeadLimit): a claim that finds many
+// keys takes their heads, as it did before runs (measured, 1,000 keys:
+// heads only ≈ 0.9 × unordered, a quarter cap with runs of 3 ≈ 0.5 ×).
 const maxRunKeys = 64
 
 // claimBlank claims up to n rows of the blank keys (blankClaimSQL), after

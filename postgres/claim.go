@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -23,7 +24,7 @@ import (
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight from two batches and never one out
 // of turn, and with p.PerKey at most a quarter of p.Limit keys (see
-// keyedLimit). Keys are visited round-robin from where the last claim
+// sqlkit.HeadLimit). Keys are visited round-robin from where the last claim
 // stopped, so no key starves. Unkeyed rows then take up to half the room left (all
 // of it without p.PerKey), by due time; then, with p.PerKey, the rest goes
 // to the runs after the heads claimed (see runsSQL), shared evenly among
@@ -104,7 +105,10 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	// cursor, then unkeyed rows, then the runs after the heads: each step
 	// only if the batch is not full.
 	cursor := s.cursor.Get()
-	limit := keyedLimit(p)
+	limit := p.Limit
+	if !p.Unordered {
+		limit = sqlkit.HeadLimit(p.Limit, p.PerKey)
+	}
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
 	keyed(&pb, false, limit, cursor, "")
@@ -121,9 +125,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	s.cursor.Advance(cursor, len(b.recs) == limit, recordKeys(b.recs))
 	runs := len(heads) > 0 && p.PerKey > 1
 	if room := p.Limit - len(b.recs); room > 0 {
-		if runs {
-			room -= room / 2 // the other half for the runs
-		}
+		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
 		pb.Queue(`SELECT `+recordCols+` FROM `+s.nm.table+` WHERE status = 0 AND key = '' AND available_at <= $1
 			ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`, now, room)
@@ -137,24 +139,10 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	return nil
 }
 
-// keyedLimit is how many keyed rows the key walk of a claim takes: p.Limit,
-// or with runs (p.PerKey > 1, ordered) a quarter of it. The cap leaves keys
-// to a relay's other workers and to other relays, which would otherwise
-// find every key held by one batch when there are about as many keys as a
-// batch takes, and it spreads the walk's cost (a few index probes per key)
-// over the events of each key's run instead of one.
-func keyedLimit(p stores.ClaimParams) int {
-	if p.Unordered || p.PerKey <= 1 {
-		return p.Limit
-	}
-	return max(1, p.Limit/4)
-}
-
 // claimRuns adds to b the runs after the heads it holds: up to room rows,
-// shared evenly among the heads' keys, at most p.PerKey-1 after each head
-// (see runsSQL).
+// shared evenly among the heads' keys (sqlkit.RunLength; see runsSQL).
 func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, heads []numbered, room int) error {
-	per := min(p.PerKey-1, (room+len(heads)-1)/len(heads))
+	per := sqlkit.RunLength(room, len(heads), p.PerKey)
 	keys := make([]string, len(heads))
 	seqs := make([]int64, len(heads))
 	for i, h := range heads {

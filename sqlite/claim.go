@@ -115,7 +115,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 
 // claimOrdered runs in the claim's write transaction: heads of keys from
 // the cursor to the last, then from the first up to the cursor (see
-// walkSQL; with runs, at most a quarter of limit, see keyedLimit), then
+// walkSQL; with runs, at most a quarter of limit, see sqlkit.HeadLimit), then
 // unkeyed rows, then, with perKey > 1, the runs after the heads it took
 // (see runsSQL), each step only while the batch is not full. Unkeyed rows
 // take up to half the room the heads left (all of it without runs), oldest
@@ -140,7 +140,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 // seq is its head again, where the next claim starts.
 func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit, perKey int) ([]scanned, error) {
 	cursor := s.cursor.Get()
-	keyed := keyedLimit(limit, perKey)
+	keyed := sqlkit.HeadLimit(limit, perKey)
 	recs, err := s.stamp(ctx, tx, s.q.claimKeys, token, until, now, keyed, cursor)
 	if err != nil {
 		return nil, err
@@ -162,17 +162,14 @@ func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int
 	heads := recs[:len(recs):len(recs)]
 	runs := len(heads) > 0 && perKey > 1
 	if room := limit - len(recs); room > 0 {
-		if runs {
-			room -= room / 2 // the other half for the runs
-		}
-		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, room)
+		more, err := s.stamp(ctx, tx, s.q.claimUnkeyed, token, until, now, sqlkit.UnkeyedRoom(room, runs))
 		if err != nil {
 			return nil, err
 		}
 		recs = append(recs, more...)
 	}
 	if room := limit - len(recs); runs && room > 0 {
-		per := min(perKey-1, (room+len(heads)-1)/len(heads))
+		per := sqlkit.RunLength(room, len(heads), perKey)
 		more, err := s.stamp(ctx, tx, s.q.claimRuns, token, until, now, room, seqsJSON(heads), per)
 		if err != nil {
 			return nil, err
@@ -180,19 +177,6 @@ func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int
 		recs = append(recs, more...)
 	}
 	return recs, nil
-}
-
-// keyedLimit is how many heads the key walk of an ordered claim takes:
-// limit, or with runs (perKey > 1) a quarter of it, as PostgreSQL's store
-// does. The cap leaves keys to a relay's other workers and to other
-// relays, which would otherwise find every key held by one batch when
-// there are about as many keys as a batch takes, and it spreads the walk's
-// cost (a few index probes per key) over the rows of each key's run.
-func keyedLimit(limit, perKey int) int {
-	if perKey <= 1 {
-		return limit
-	}
-	return max(1, limit/4)
 }
 
 // stamp runs a claim statement (UPDATE … RETURNING recordCols) with args

@@ -87,3 +87,27 @@ func TestLoadMigrationsRefusesGapsAndHalves(t *testing.T) {
 		}
 	}
 }
+
+func TestRunPolicy(t *testing.T) {
+	if got := HeadLimit(1000, 1); got != 1000 {
+		t.Errorf("HeadLimit heads only: %d", got)
+	}
+	if got := HeadLimit(1000, 1000); got != 250 {
+		t.Errorf("HeadLimit with runs: %d", got)
+	}
+	if got := HeadLimit(3, 5); got != 1 {
+		t.Errorf("HeadLimit of a tiny batch: %d", got)
+	}
+	if got := UnkeyedRoom(9, true); got != 5 {
+		t.Errorf("UnkeyedRoom with runs: %d", got)
+	}
+	if got := UnkeyedRoom(9, false); got != 9 {
+		t.Errorf("UnkeyedRoom without runs: %d", got)
+	}
+	if got := RunLength(990, 10, 1000); got != 99 {
+		t.Errorf("RunLength even share: %d", got)
+	}
+	if got := RunLength(7, 2, 3); got != 2 {
+		t.Errorf("RunLength capped by perKey: %d", got)
+	}
+}

@@ -1,0 +1,37 @@
+package sqlkit
+
+// The SQL stores share one policy for ordered claims with runs
+// (stores.ClaimParams.PerKey): heads first, from a key walk of at most
+// HeadLimit keys; unkeyed rows next, in UnkeyedRoom; the rest to the runs
+// behind the heads, RunLength rows each at most.
+
+// HeadLimit is how many heads the key walk of an ordered claim of limit
+// takes: limit, or with runs (perKey > 1) a quarter of it. The cap leaves
+// keys to a relay's other workers and to other relays, which would
+// otherwise find every key held by one batch when there are about as many
+// keys as a batch takes, and it spreads the walk's cost (a few index probes
+// per key) over the rows of each key's run.
+func HeadLimit(limit, perKey int) int {
+	if perKey <= 1 {
+		return limit
+	}
+	return max(1, limit/4)
+}
+
+// UnkeyedRoom is how much of room, what the heads left of a batch, unkeyed
+// rows may take: all of it, or with runs half (rounded up), the other half
+// being the runs'. The runs take whatever the unkeyed rows leave.
+func UnkeyedRoom(room int, runs bool) int {
+	if runs {
+		return room - room/2
+	}
+	return room
+}
+
+// RunLength is the most rows a claim takes behind each of heads heads (at
+// least one) when room is left for their runs: an even share of room,
+// rounded up, and at most perKey-1, so a key's run and its head stay within
+// perKey.
+func RunLength(room, heads, perKey int) int {
+	return min(perKey-1, (room+heads-1)/heads)
+}
