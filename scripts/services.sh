@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Makes sure the services the tests need are up on 127.0.0.1, starting any
 # that is down with the commands of the development and CI machines (as root).
-# Usage: scripts/services.sh [postgres nats mariadb redis rabbitmq]
-# With no arguments it checks every service the tests use (Mosquitto is not
-# one yet: the MQTT backend will add it). It exits non-zero, naming the
-# service, if one is still down after its start command and a wait.
+# Usage: scripts/services.sh [postgres nats mariadb redis rabbitmq mosquitto pubsub]
+# With no arguments it checks every service the tests use. pubsub is Google's
+# Pub/Sub emulator, which no machine runs until started: it runs detached in
+# its own process group (gcloud leaves its java child behind when stopped
+# alone), logging to /tmp/outbox-pubsub-emulator.log. It exits non-zero,
+# naming the service, if one is still down after its start command and a
+# wait.
 set -uo pipefail
 
 port_of() {
   case "$1" in
     postgres) echo 5432 ;; nats) echo 4222 ;; mariadb) echo 3306 ;;
     redis) echo 6379 ;; rabbitmq) echo 5672 ;; mosquitto) echo 1883 ;;
+    pubsub) echo 8085 ;;
     *) echo "services.sh: unknown service $1" >&2; return 1 ;;
   esac
 }
@@ -25,13 +29,15 @@ start() {
              --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log ;;
     rabbitmq) rabbitmq-server -detached ;;
     mosquitto) mosquitto -d -c /etc/mosquitto/mosquitto.conf ;;
+    pubsub) setsid gcloud beta emulators pubsub start --host-port=127.0.0.1:8085 \
+              </dev/null >/tmp/outbox-pubsub-emulator.log 2>&1 & ;;
   esac
 }
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 services=("$@")
-[ ${#services[@]} -eq 0 ] && services=(postgres nats mariadb redis rabbitmq)
+[ ${#services[@]} -eq 0 ] && services=(postgres nats mariadb redis rabbitmq mosquitto pubsub)
 status=0
 for s in "${services[@]}"; do
   port=$(port_of "$s") || { status=1; continue; }

@@ -4,7 +4,8 @@
 # the next release (v0.1.0) and no go.mod carries a replace directive. While
 # it runs, each module briefly points at its siblings' directories so that
 # `go mod tidy` can see them; the workspace (go.work) does the same for
-# builds and tests.
+# builds and tests. Arguments name the modules to tidy (default: all of
+# them); go.work is rewritten either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -14,7 +15,10 @@ mapfile -t mods < <(grep -v '^#' scripts/modules.txt | grep .)
 
 path_of() { [ "$1" = . ] && echo "$base" || echo "$base/$1"; }
 
-for m in "${mods[@]}"; do
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${mods[@]}")
+
+for m in "${targets[@]}"; do
   (
     cd "$root/$m"
     rel=$(realpath --relative-to="$PWD" "$root")
