@@ -38,7 +38,7 @@ func TestQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"drain": 12, "write": 9, "latency": 3, "scale": 6, "history": 4}
+	want := map[string]int{"drain": 12, "write": 10, "latency": 4, "scale": 6, "history": 4}
 	got := map[string]int{}
 	for _, r := range rep.Results {
 		got[r.Workload]++

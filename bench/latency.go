@@ -26,18 +26,17 @@ const schedHeader = "Bench-Sched"
 // receives it. Latency is receive time − scheduled time, so a writer or
 // relay that falls behind is charged for it (no coordinated omission). The
 // relay is the default configuration (ordered, 2 workers, batch 1,000);
-// events have one of 1,000 keys. Modes: LISTEN/NOTIFY wake-ups on; off
-// (NOTIFY off as well) with the default 1s poll; off with a 100ms poll.
+// events have one of 1,000 keys. Modes: the hand-written LISTEN/NOTIFY
+// relay (handListen), the reference; ours with LISTEN/NOTIFY wake-ups on;
+// off (NOTIFY off as well) with the default 1s poll; off with a 100ms poll.
+// Each cell also reports PostgreSQL's CPU per event (writers and relay
+// together), and ours their ratios to the reference at the same rate.
 func (r *runner) latency(ctx context.Context) error {
-	type mode struct {
-		name   string
-		listen bool
-		poll   time.Duration
-	}
-	modes := []mode{{"LISTEN/NOTIFY", true, 0}, {"polling 1s (default)", false, time.Second}, {"polling 100ms", false, 100 * time.Millisecond}}
+	modes := []latencyMode{{name: "hand-written LISTEN/NOTIFY relay (reference)", hand: true, listen: true},
+		{name: "LISTEN/NOTIFY", listen: true}, {name: "polling 1s (default)", poll: time.Second}, {name: "polling 100ms", poll: 100 * time.Millisecond}}
 	for _, rate := range r.o.LatencyRates {
 		for _, m := range modes {
-			res, err := r.latencyCell(ctx, rate, m.listen, m.poll)
+			res, err := r.latencyCell(ctx, rate, m)
 			if err != nil {
 				return fmt.Errorf("%d ev/s, %s: %w", rate, m.name, err)
 			}
@@ -48,29 +47,53 @@ func (r *runner) latency(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll time.Duration) (Result, error) {
+// latencyMode is one way of moving events in the latency workload.
+type latencyMode struct {
+	name   string
+	hand   bool          // the hand-written reference instead of our relay
+	listen bool          // LISTEN/NOTIFY on
+	poll   time.Duration // our relay's PollInterval
+}
+
+func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Result, error) {
 	const writers = 16
-	e, err := r.newEnv(ctx, "obb_latency", &postgres.Config{DisableNotify: !listen}, writers+2)
+	e, err := r.newEnv(ctx, "obb_latency", &postgres.Config{DisableNotify: !m.listen}, writers+2)
 	if err != nil {
 		return Result{}, err
 	}
 	defer e.close()
-	rpool, err := e.extraPool(ctx, 0)
-	if err != nil {
-		return Result{}, err
-	}
-	s, err := newStore(rpool, e)
-	if err != nil {
-		return Result{}, err
-	}
-	pub, err := e.publisher()
-	if err != nil {
-		return Result{}, err
-	}
-	cfg := &relay.Config{DisableListen: !listen, PollInterval: poll}
-	rl, err := relay.New(s, pub, cfg)
-	if err != nil {
-		return Result{}, err
+	var (
+		write func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error
+		stats func(*Result)
+	)
+	if m.hand {
+		h, err := startHandListen(ctx, e)
+		if err != nil {
+			return Result{}, err
+		}
+		defer func() { _ = h.stop() }()
+		write = h.write
+	} else {
+		rl, err := startLatencyRelay(ctx, e, m)
+		if err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = rl.Stop(sctx)
+		}()
+		write = func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error {
+			return e.ob.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Key: key, Type: "Bench",
+				Payload: payload, Headers: map[string]string{schedHeader: sched}})
+		}
+		stats = func(res *Result) {
+			st := rl.Stats()
+			res.Metrics["relay_claims"] = float64(st.Claims)
+			res.Metrics["relay_batches"] = float64(st.Batches)
+			res.Metrics["relay_outages"] = float64(st.Outages)
+			res.Metrics["relay_store_errors"] = float64(st.StoreErrors)
+		}
 	}
 
 	n := int(float64(rate) * r.o.LatencyFor.Seconds())
@@ -96,32 +119,6 @@ func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll ti
 		return Result{}, err
 	}
 	defer cc.Stop()
-	if err := rl.Start(ctx); err != nil {
-		return Result{}, err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = rl.Stop(sctx)
-	}()
-	if listen {
-		// Wait for the relay's LISTEN, so the first events are not charged
-		// for a listener still connecting.
-		for i := 0; ; i++ {
-			var k int
-			if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
-				`LISTEN "`+e.name+`_messages"`).Scan(&k); err != nil {
-				return Result{}, err
-			}
-			if k > 0 {
-				break
-			}
-			if i == 500 {
-				return Result{}, fmt.Errorf("the relay is not listening after 5s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	time.Sleep(100 * time.Millisecond)
 
 	// Open the writers' connections before the clock starts.
@@ -146,8 +143,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll ti
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for t := range jobs {
 				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-					return e.ob.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Key: fmt.Sprint(rng.IntN(keyCount)), Type: "Bench",
-						Payload: payload, Headers: map[string]string{schedHeader: strconv.FormatInt(t.UnixNano(), 10)}})
+					return write(ctx, tx, strconv.Itoa(rng.IntN(keyCount)), payload, strconv.FormatInt(t.UnixNano(), 10))
 				})
 				if err != nil {
 					werr.CompareAndSwap(nil, err)
@@ -155,6 +151,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll ti
 			}
 		})
 	}
+	cpu := startCPU()
 	start := time.Now().Add(10 * time.Millisecond)
 	for i := range n {
 		t := start.Add(time.Duration(float64(i) * float64(time.Second) / float64(rate)))
@@ -172,23 +169,25 @@ func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll ti
 	// Wait for the rest while deliveries progress (an overloaded cell may
 	// take long after the last commit), at most 3 minutes.
 	last, lastAt, end := received.Load(), time.Now(), time.Now().Add(3*time.Minute)
-	for received.Load() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*poll {
+	for received.Load() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*m.poll {
 		time.Sleep(10 * time.Millisecond)
 		if v := received.Load(); v != last {
 			last, lastAt = v, time.Now()
 		}
 	}
+	pg := cpu.perEvent(n)["pg_cpu_us"]
 	mu.Lock()
 	defer mu.Unlock()
 	res := Result{Workload: "latency",
-		Params: map[string]any{"rate": rate, "listen": listen, "poll_ms": poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
+		Params: map[string]any{"rate": rate, "reference": m.hand, "listen": m.listen, "poll_ms": m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
 		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
 			"committed_per_s": float64(n) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
-	st := rl.Stats()
-	res.Metrics["relay_claims"] = float64(st.Claims)
-	res.Metrics["relay_batches"] = float64(st.Batches)
-	res.Metrics["relay_outages"] = float64(st.Outages)
-	res.Metrics["relay_store_errors"] = float64(st.StoreErrors)
+	if pg > 0 {
+		res.Metrics["pg_cpu_us"] = pg
+	}
+	if stats != nil {
+		stats(&res)
+	}
 	if len(lat) < n {
 		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(lat), n)
 		r.logf("  %s", res.Note)
@@ -197,4 +196,46 @@ func (r *runner) latencyCell(ctx context.Context, rate int, listen bool, poll ti
 		return Result{}, fmt.Errorf("received none of %d events", n)
 	}
 	return res, nil
+}
+
+// startLatencyRelay starts our relay for a latency cell and, with
+// LISTEN/NOTIFY on, returns once it listens, so the first events are not
+// charged for a listener still connecting.
+func startLatencyRelay(ctx context.Context, e *env, m latencyMode) (*relay.Relay, error) {
+	rpool, err := e.extraPool(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newStore(rpool, e)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := e.publisher()
+	if err != nil {
+		return nil, err
+	}
+	rl, err := relay.New(s, pub, &relay.Config{DisableListen: !m.listen, PollInterval: m.poll})
+	if err != nil {
+		return nil, err
+	}
+	if err := rl.Start(ctx); err != nil {
+		return nil, err
+	}
+	if !m.listen {
+		return rl, nil
+	}
+	for i := 0; ; i++ {
+		var k int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+e.name+`_messages"`).Scan(&k); err != nil {
+			return rl, err
+		}
+		if k > 0 {
+			return rl, nil
+		}
+		if i == 500 {
+			return rl, fmt.Errorf("the relay is not listening after 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

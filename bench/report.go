@@ -36,6 +36,7 @@ func addRatios(rep *Report) {
 			}
 		}
 	}
+	latencyRatios(rep)
 	for i := range rep.Results {
 		res := &rep.Results[i]
 		if res.Workload != "drain" && res.Workload != "scale" {
@@ -48,6 +49,31 @@ func addRatios(rep *Report) {
 		}
 		if u := unorderedTwin(rep, res); u > 0 {
 			res.Metrics["x_unordered"] = res.Metrics["events_per_s"] / u
+		}
+	}
+}
+
+// latencyRatios sets each latency cell of our relay against the
+// hand-written LISTEN/NOTIFY relay at the same rate: x_hand_p99 and
+// x_hand_pg (PostgreSQL CPU per event).
+func latencyRatios(rep *Report) {
+	ref := map[any]map[string]float64{}
+	for _, res := range rep.Results {
+		if res.Workload == "latency" && res.Params["reference"] == true {
+			ref[res.Params["rate"]] = res.Metrics
+		}
+	}
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		h, ok := ref[res.Params["rate"]]
+		if res.Workload != "latency" || res.Params["reference"] == true || !ok {
+			continue
+		}
+		if h["p99_ms"] > 0 {
+			res.Metrics["x_hand_p99"] = res.Metrics["p99_ms"] / h["p99_ms"]
+		}
+		if pg, ok := res.Metrics["pg_cpu_us"]; ok && h["pg_cpu_us"] > 0 {
+			res.Metrics["x_hand_pg"] = pg / h["pg_cpu_us"]
 		}
 	}
 }
@@ -77,8 +103,9 @@ var columns = map[string][]column{
 		{"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"},
 		{"relay µs/ev", "relay_cpu_us", "%.1f"}, {"NATS µs/ev", "nats_cpu_us", "%.1f"}, {"PG µs/ev", "pg_cpu_us", "%.1f"},
 		{"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"seconds", "seconds", "%.1f"}},
-	"write":   {{"commits/s", "commits_per_s", "%.0f"}, {"p50 ms", "p50_ms", "%.2f"}, {"p99 ms", "p99_ms", "%.2f"}},
-	"latency": {{"committed ev/s", "committed_per_s", "%.0f"}, {"received", "received", "%.0f"}, {"p50 ms", "p50_ms", "%.1f"}, {"p99 ms", "p99_ms", "%.1f"}, {"p999 ms", "p999_ms", "%.1f"}, {"max ms", "max_ms", "%.1f"}},
+	"write": {{"commits/s", "commits_per_s", "%.0f"}, {"× hand-written", "x_hand", "%.2f"}, {"p50 ms", "p50_ms", "%.2f"}, {"p99 ms", "p99_ms", "%.2f"}},
+	"latency": {{"committed ev/s", "committed_per_s", "%.0f"}, {"received", "received", "%.0f"}, {"p50 ms", "p50_ms", "%.1f"}, {"p99 ms", "p99_ms", "%.1f"}, {"p999 ms", "p999_ms", "%.1f"}, {"max ms", "max_ms", "%.1f"},
+		{"× hand p99", "x_hand_p99", "%.2f"}, {"PG µs/ev", "pg_cpu_us", "%.0f"}, {"× hand PG", "x_hand_pg", "%.2f"}},
 	"scale": {{"events/s", "events_per_s", "%.0f"}, {"× 1 relay", "x_one_relay", "%.2f"}, {"ack bound ev/s", "ack_bound_per_s", "%.0f"},
 		{"× ack bound", "x_ack_bound", "%.2f"}, {"peak RSS MiB", "peak_rss_mib", "%.0f"}, {"× JetStream limit", "x_js_limit", "%.2f"},
 		{"× textbook", "x_textbook", "%.1f"}, {"× Watermill", "x_watermill", "%.1f"}},

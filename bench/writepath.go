@@ -5,19 +5,23 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox"
 )
 
-// writePath measures what the outbox adds to a business transaction: 1, 8
-// and 32 concurrent writers, each transaction one UPDATE of a random row of
-// 10,000 plus 0 (no outbox), 1 or 10 enqueued events (200 bytes, one of
-// 1,000 keys), for a fixed duration per cell. Latency is begin → commit
-// returned. NOTIFY is on with the store's default debounce.
+// writePath measures what the outbox adds to a business transaction: 1
+// and 16 concurrent writers, each transaction one UPDATE of a random row of
+// 10,000 plus nothing (no outbox), a hand-written INSERT into a plain table
+// (the reference), or 1 or 10 enqueued events (200 bytes, one of 1,000
+// keys, or unkeyed), for a fixed duration per cell. Latency is begin →
+// commit returned. NOTIFY is on with the store's default scheme; x_hand is
+// a cell's rate over the reference's with as many writers.
 func (r *runner) writePath(ctx context.Context) error {
 	e, err := r.newEnv(ctx, "obb_write", nil, 34)
 	if err != nil {
@@ -25,31 +29,50 @@ func (r *runner) writePath(ctx context.Context) error {
 	}
 	defer e.close()
 	for _, q := range []string{`CREATE TABLE biz (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0)`,
-		`INSERT INTO biz (id) SELECT generate_series(1, 10000)`, `VACUUM ANALYZE biz`} {
+		`INSERT INTO biz (id) SELECT generate_series(1, 10000)`, `VACUUM ANALYZE biz`,
+		`CREATE TABLE hand (seq bigserial PRIMARY KEY, id uuid NOT NULL, topic text NOT NULL, key text NOT NULL,
+			payload bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`} {
 		if _, err := e.pool.Exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	payload := make([]byte, payloadSize)
-	for _, writers := range []int{1, 8, 32} {
-		for _, events := range []int{0, 1, 10} {
-			if _, err := e.pool.Exec(ctx, `TRUNCATE `+e.table()); err != nil {
-				return err
-			}
-			if _, err := e.pool.Exec(ctx, `VACUUM biz`); err != nil {
-				return err
+	type writeCase struct {
+		name   string
+		events int  // enqueued per transaction
+		keyed  bool // with a key
+		hand   bool // the hand-written INSERT instead
+	}
+	cases := []writeCase{{name: "UPDATE only (no outbox)"}, {name: "UPDATE + hand-written INSERT (reference)", hand: true},
+		{name: "UPDATE + 1 keyed event", events: 1, keyed: true}, {name: "UPDATE + 1 unkeyed event", events: 1},
+		{name: "UPDATE + 10 keyed events", events: 10, keyed: true}}
+	for _, writers := range []int{1, 16} {
+		hand := 0.0
+		for _, c := range cases {
+			for _, q := range []string{`TRUNCATE ` + e.table(), `TRUNCATE hand`, `VACUUM biz`} {
+				if _, err := e.pool.Exec(ctx, q); err != nil {
+					return err
+				}
 			}
 			lat, el, err := runWriters(ctx, writers, r.o.WriteFor, func(rng *rand.Rand) error {
 				return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 					if _, err := tx.Exec(ctx, `UPDATE biz SET n = n + 1 WHERE id = $1`, rng.IntN(10000)+1); err != nil {
 						return err
 					}
-					if events == 0 {
+					if c.hand {
+						_, err := tx.Exec(ctx, `INSERT INTO hand (id, topic, key, payload) VALUES ($1, $2, $3, $4)`,
+							uuid.New(), "bench", strconv.Itoa(rng.IntN(keyCount)), payload)
+						return err
+					}
+					if c.events == 0 {
 						return nil
 					}
-					msgs := make([]outbox.Message, events)
+					msgs := make([]outbox.Message, c.events)
 					for i := range msgs {
-						msgs[i] = outbox.Message{Topic: "bench", Key: fmt.Sprint(rng.IntN(keyCount)), Type: "Bench", Payload: payload}
+						msgs[i] = outbox.Message{Topic: "bench", Type: "Bench", Payload: payload}
+						if c.keyed {
+							msgs[i].Key = strconv.Itoa(rng.IntN(keyCount))
+						}
 					}
 					return e.ob.Enqueue(ctx, tx, msgs...)
 				})
@@ -57,14 +80,17 @@ func (r *runner) writePath(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			c := "UPDATE only (no outbox)"
-			if events > 0 {
-				c = fmt.Sprintf("UPDATE + %d event(s)", events)
+			rate := float64(len(lat)) / el.Seconds()
+			res := Result{Workload: "write", Case: fmt.Sprintf("%2d writers, %s", writers, c.name),
+				Params:  map[string]any{"writers": writers, "events_per_tx": c.events, "keyed": c.keyed, "reference": c.hand, "seconds": el.Seconds()},
+				Metrics: map[string]float64{"commits_per_s": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}}
+			if c.hand {
+				hand = rate
 			}
-			r.add(Result{Workload: "write", Case: fmt.Sprintf("%2d writers, %s", writers, c),
-				Params: map[string]any{"writers": writers, "events_per_tx": events, "seconds": el.Seconds()},
-				Metrics: map[string]float64{"commits_per_s": float64(len(lat)) / el.Seconds(),
-					"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}})
+			if c.events > 0 && hand > 0 {
+				res.Metrics["x_hand"] = rate / hand
+			}
+			r.add(res)
 		}
 	}
 	return nil

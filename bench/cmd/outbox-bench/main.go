@@ -19,7 +19,7 @@ import (
 
 func main() {
 	var o bench.Options
-	var only, keys, cpuProfile string
+	var only, keys, rates, cpuProfile string
 	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL")
 	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
 	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
@@ -30,6 +30,7 @@ func main() {
 	flag.IntVar(&o.BaselineN, "baseline-n", 0, "events per drain of the textbook loop and Watermill (default 100000; quick 2000)")
 	flag.DurationVar(&o.WriteFor, "write-duration", 0, "duration of each write-path cell (default 5s; quick 200ms)")
 	flag.DurationVar(&o.LatencyFor, "latency-duration", 0, "duration of each latency cell (default 10s; quick 1s)")
+	flag.StringVar(&rates, "latency-rates", "", "comma-separated event rates of the latency cells, per second (default 100,1000,5000; quick 100)")
 	flag.IntVar(&o.ScaleN, "scale-n", 0, "events per scale cell (default 100000; quick 2000)")
 	flag.DurationVar(&o.ScaleAckDelay, "scale-ack-delay", 0, "broker delay per acknowledged message in the scale workload (default 1ms)")
 	flag.IntVar(&o.HistoryN, "history-n", 0, "published rows kept for the history workload (default 10000000; quick 100000)")
@@ -38,17 +39,8 @@ func main() {
 	if only != "" {
 		o.Only = strings.Split(only, ",")
 	}
-	for _, k := range strings.Split(keys, ",") {
-		if k == "" {
-			continue
-		}
-		n, err := strconv.Atoi(k)
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "outbox-bench: -keys: %q is not a positive number of keys\n", k)
-			os.Exit(2)
-		}
-		o.Keys = append(o.Keys, n)
-	}
+	o.Keys = positives("keys", keys)
+	o.LatencyRates = positives("latency-rates", rates)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if cpuProfile != "" {
@@ -69,4 +61,22 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("done in %v\n", time.Since(start).Round(time.Second))
+}
+
+// positives parses the comma-separated positive numbers of flag name, or
+// exits with a line naming the bad one.
+func positives(name, list string) []int {
+	var out []int
+	for _, v := range strings.Split(list, ",") {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "outbox-bench: -%s: %q is not a positive number\n", name, v)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
 }
