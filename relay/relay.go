@@ -26,9 +26,9 @@ type Relay struct {
 	keepsKeyOrder bool
 	// failures logs per-event failures, rate-limited.
 	failures *failureLog
-	// wakes has one channel per worker, made by New and never written
+	// wakes hands wake-ups to the workers; made by New and never written
 	// after: Wake may run at any time, concurrently with Start.
-	wakes []chan struct{}
+	wakes *waker
 
 	mu      sync.Mutex
 	started bool
@@ -61,10 +61,7 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 		}
 	}
 	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
-		failures: newFailureLog(c.Logger, c.Clock), wakes: make([]chan struct{}, c.Workers)}
-	for i := range r.wakes {
-		r.wakes[i] = make(chan struct{}, 1)
-	}
+		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers)}
 	if ok, is := pub.(publishers.OrderKeeper); is {
 		r.keepsKeyOrder = ok.KeepsKeyOrder()
 	}
@@ -85,8 +82,8 @@ func (r *Relay) Start(ctx context.Context) error {
 	r.stop = make(chan struct{})
 	r.done = make(chan struct{})
 	var wg sync.WaitGroup
-	for _, wake := range r.wakes {
-		wg.Go(func() { r.work(ctx, wake) })
+	for _, w := range r.wakes.workers {
+		wg.Go(func() { r.work(ctx, w) })
 	}
 	l, listen := r.store.(stores.Listener)
 	listen = listen && !r.cfg.DisableListen
@@ -172,17 +169,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	return r.Stop(sctx)
 }
 
-// Wake makes idle workers look for events now. Programs that enqueue in the
-// same process call it after commit when their store has no LISTEN/NOTIFY.
-// It is safe to call at any time, from any goroutine, before Start too.
-func (r *Relay) Wake() {
-	for _, ch := range r.wakes {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+// Wake makes the relay look for events now: an idle worker claims at once
+// (and hands on to the others if it finds a backlog). Programs that enqueue
+// in the same process call it after commit when their store has no
+// LISTEN/NOTIFY. It is safe to call at any time, from any goroutine, before
+// Start too.
+func (r *Relay) Wake() { r.wakes.wake() }
 
 // Stats returns the relay's counters since it was created.
 func (r *Relay) Stats() Stats { return r.stats.snapshot() }

@@ -110,6 +110,36 @@ func TestWakeClaimsNow(t *testing.T) {
 	eventually(t, "the events published after Wake", func() bool { return len(published(s)) == 5 })
 }
 
+// TestTrickleWakesOneWorker: an event at a time wakes one worker, not all
+// of them: it claims the event, claims once more (nothing) and lingers once
+// (nothing): three claims, none by its idle peer. Settled is both workers
+// waiting out the hour's poll interval, no wake-up left for them.
+func TestTrickleWakesOneWorker(t *testing.T) {
+	r, s, _ := newMem(t, Config{PollInterval: time.Hour, Workers: 2})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	settled := func() bool {
+		for _, w := range r.wakes.workers {
+			if time.Duration(w.idle.Load()) != time.Hour || len(w.ch) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, "both workers' first claims", func() bool { return r.Stats().Claims >= 2 && settled() })
+	before := r.Stats().Claims
+	s.add(msgs(1, "")...)
+	r.Wake()
+	eventually(t, "the event published and the workers idle after the linger", func() bool {
+		return len(published(s)) == 1 && r.Stats().Claims >= before+3 && settled()
+	})
+	if got := r.Stats().Claims - before; got != 3 {
+		t.Errorf("%d claims for one event, want 3 (claim, claim again, linger)", got)
+	}
+}
+
 // TestStopWaitsForInFlightBatch: Stop returns only after the batch being
 // published is acknowledged and marked.
 func TestStopWaitsForInFlightBatch(t *testing.T) {

@@ -26,7 +26,7 @@ var (
 // work is one worker's loop: claim, publish, complete, again while claims
 // find events; when one finds none, wait for a wake-up or the poll interval.
 // It returns when the relay stops or ctx ends, whatever the breaker's state.
-func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
+func (r *Relay) work(ctx context.Context, w *workerWake) {
 	storeBackoff := outbox.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
 	storeFailures := 0
 	busy := false // the last claim found events
@@ -83,10 +83,11 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 		case n > 0:
 			// There may be more: a full batch, or in ordered mode the next
 			// events of each key just published, which an idle peer may
-			// take now.
+			// take now. One event is a trickle: this worker's next claim
+			// is enough to look for more.
 			storeFailures, busy = 0, true
-			if !r.cfg.Unordered {
-				r.Wake()
+			if !r.cfg.Unordered && n > 1 {
+				r.wakes.peer(w)
 			}
 			continue
 		case busy:
@@ -99,6 +100,7 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 			idle = r.cfg.PollInterval
 		}
 		t := time.NewTimer(idle)
+		w.setIdle(max(idle, time.Nanosecond))
 		select {
 		case <-r.stop:
 			t.Stop()
@@ -106,9 +108,10 @@ func (r *Relay) work(ctx context.Context, wake <-chan struct{}) {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-wake:
+		case <-w.ch:
 		case <-t.C:
 		}
+		w.setIdle(0)
 		t.Stop()
 	}
 }
