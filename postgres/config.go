@@ -136,10 +136,22 @@ type names struct {
 	inbox    string // "outbox"."inbox"
 	versions string // "outbox"."outbox_schema_versions"
 	channel  string // outbox_messages, a LISTEN/NOTIFY channel
+	// enqueue is the enqueue function's name in the schema: enqueue for
+	// the default table, <table>_enqueue for another.
+	enqueue string
 	// lockSpace is the first key of the advisory locks that order one
 	// key's writers, so they do not collide with other tables' or the
 	// application's own (which mostly use the one-bigint form).
 	lockSpace int32
+}
+
+// enqueueFunc names the enqueue function of table (see
+// schema/outbox/002_enqueue.up.sql): one per outbox table of a schema.
+func enqueueFunc(table string) string {
+	if table == DefaultTable {
+		return "enqueue"
+	}
+	return table + "_enqueue"
 }
 
 func (c Config) names() names {
@@ -152,6 +164,7 @@ func (c Config) names() names {
 		inbox:     q(c.InboxTable),
 		versions:  q(VersionTable),
 		channel:   c.Schema + "_" + c.Table,
+		enqueue:   enqueueFunc(c.Table),
 		lockSpace: int32(h.Sum32()),
 	}
 }

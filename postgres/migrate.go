@@ -109,7 +109,8 @@ type migTable struct {
 func newMigrator(c Config) (*migrator, error) {
 	nm := c.names()
 	load := func(dir, table, lockPrefix string) (*migTable, error) {
-		steps, err := sqlkit.LoadMigrations(schemaFS, "schema/"+dir, map[string]string{"Schema": c.Schema, "Table": table})
+		steps, err := sqlkit.LoadMigrations(schemaFS, "schema/"+dir, map[string]any{"Schema": c.Schema, "Table": table,
+			"Enqueue": nm.enqueue, "Channel": nm.channel, "LockSpace": nm.lockSpace})
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}

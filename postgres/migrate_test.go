@@ -72,11 +72,13 @@ func wantVersions(t *testing.T, vs []postgres.SchemaVersion, schema string, outb
 	}
 }
 
-// The latest version is 1: the schema as it was before versioning has what
-// every statement needs (Blocked walks the pending-keys index).
+// The latest versions: the outbox table's 2 (1, the schema as it was
+// before versioning; 2, the enqueue function), the inbox table's 1.
+// TestMigrateUpgradeFromUnversioned takes a version-1 table with events to
+// the latest.
 func TestLatestVersion(t *testing.T) {
-	if o, i := latest(t); o != 1 || i != 1 {
-		t.Fatalf("latest versions: outbox %d, inbox %d; want 1 and 1 (or a new upgrade test)", o, i)
+	if o, i := latest(t); o != 2 || i != 1 {
+		t.Fatalf("latest versions: outbox %d, inbox %d; want 2 and 1 (or a new upgrade test)", o, i)
 	}
 }
 
@@ -84,7 +86,8 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	b := setup(t) // migrated once through pgx
 	ctx := context.Background()
 	before := versions(t, b.pg)
-	wantVersions(t, before, b.cfg.Schema, 1, 1)
+	lo, li := latest(t)
+	wantVersions(t, before, b.cfg.Schema, lo, li)
 	if err := b.pg.Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
@@ -118,7 +121,7 @@ func TestMigrateOneTable(t *testing.T) {
 		migrate        func(*postgres.DB) error
 		outboxV, inbox int
 	}{
-		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, 1, 0},
+		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, 2, 0},
 		{"inbox", func(db *postgres.DB) error { return db.Inbox().Migrate(ctx) }, 0, 1},
 	} {
 		schema := pgtest.Schema(t, pool)
@@ -167,7 +170,8 @@ func TestMigrateConcurrently(t *testing.T) {
 			t.Errorf("Migrate %d of %d: %v", i+1, len(migrates), err)
 		}
 	}
-	wantVersions(t, versions(t, pg), cfg.Schema, 1, 1)
+	lo, li := latest(t)
+	wantVersions(t, versions(t, pg), cfg.Schema, lo, li)
 }
 
 // MigrateDown to 0 drops both tables; Migrate makes them again, and they
@@ -181,9 +185,12 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		SchemaVersions(context.Context) ([]postgres.SchemaVersion, error)
 	}{b.pg, b.sqldb} {
 		if err := db.MigrateDown(ctx, 1); err != nil {
-			t.Fatalf("MigrateDown(1) at version 1: %v", err)
+			t.Fatalf("MigrateDown(1): %v", err)
 		}
 		wantVersions(t, versions(t, db), b.cfg.Schema, 1, 1)
+		if fn := enqueueFn(t, b.pool, b.cfg.Schema); fn {
+			t.Error("MigrateDown(1) left the enqueue function")
+		}
 		if err := db.MigrateDown(ctx, 0); err != nil {
 			t.Fatalf("MigrateDown(0): %v", err)
 		}
@@ -197,9 +204,13 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		if err := db.Migrate(ctx); err != nil {
 			t.Fatalf("Migrate after MigrateDown: %v", err)
 		}
-		wantVersions(t, versions(t, db), b.cfg.Schema, 1, 1)
+		lo, li := latest(t)
+		wantVersions(t, versions(t, db), b.cfg.Schema, lo, li)
+		if fn := enqueueFn(t, b.pool, b.cfg.Schema); !fn {
+			t.Error("Migrate after MigrateDown made no enqueue function")
+		}
 	}
-	for _, to := range []int{-1, 2} {
+	for _, to := range []int{-1, 3} {
 		if err := b.pg.MigrateDown(ctx, to); err == nil {
 			t.Errorf("MigrateDown(%d) succeeded", to)
 		}
@@ -436,7 +447,8 @@ func TestSchemaSQLIsWhatMigrateMakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs := versions(t, db)
-	wantVersions(t, vs, byHand, 1, 1)
+	lo, li := latest(t)
+	wantVersions(t, vs, byHand, lo, li)
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -472,4 +484,15 @@ func indexes(t *testing.T, pool *pgxpool.Pool, schema string) []string {
 		t.Fatalf("no index in %s", schema)
 	}
 	return out
+}
+
+// enqueueFn reports whether schema has the enqueue function.
+func enqueueFn(t *testing.T, pool *pgxpool.Pool, schema string) bool {
+	t.Helper()
+	var ok bool
+	if err := pool.QueryRow(context.Background(), `SELECT to_regprocedure($1) IS NOT NULL`,
+		`"`+schema+`".enqueue(text, text, text, bytea, jsonb, timestamptz, uuid, timestamptz)`).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
