@@ -4,18 +4,20 @@ go 1.26.8
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/outboxgo/outbox v0.1.0
 	github.com/outboxgo/outbox/internal/testkit v0.1.0
 	github.com/outboxgo/outbox/kafka v0.1.0
+	github.com/outboxgo/outbox/mqtt v0.1.0
 	github.com/outboxgo/outbox/mysql v0.1.0
 	github.com/outboxgo/outbox/nats v0.1.0
 	github.com/outboxgo/outbox/postgres v0.1.0
 	github.com/outboxgo/outbox/rabbitmq v0.1.0
 	github.com/outboxgo/outbox/redis v0.1.0
 	github.com/outboxgo/outbox/sqlite v0.1.0
+	github.com/outboxgo/outbox/webhook v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
@@ -27,6 +29,7 @@ require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/eclipse/paho.golang v0.23.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

@@ -13,12 +13,14 @@ import (
 	// The backends the command line offers, each registering its URL
 	// schemes: adding one is adding a line here.
 	_ "github.com/outboxgo/outbox/kafka"
+	_ "github.com/outboxgo/outbox/mqtt"
 	_ "github.com/outboxgo/outbox/mysql"
 	_ "github.com/outboxgo/outbox/nats"
 	_ "github.com/outboxgo/outbox/postgres"
 	_ "github.com/outboxgo/outbox/rabbitmq"
 	_ "github.com/outboxgo/outbox/redis"
 	_ "github.com/outboxgo/outbox/sqlite"
+	_ "github.com/outboxgo/outbox/webhook"
 )
 
 // paramFlag is a broker URL parameter offered as a flag: --subject-prefix

@@ -63,7 +63,7 @@ func TestBadInput(t *testing.T) {
 	failsWith(t, []string{"replay", "nope"}, "not an event ID")
 	failsWith(t, []string{"dead-letter", "nope"}, "not an event ID")
 	failsWith(t, []string{"relay", "--keyed-failure", "skip", "--database-url", pgtest.URL()}, "--keyed-failure")
-	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "mqtt://x"}, "unsupported scheme")
+	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "gopher://x"}, "unsupported scheme")
 	failsWith(t, []string{"status", "--log-format", "xml", "--database-url", pgtest.URL()}, `--log-format "xml"`)
 	failsWith(t, []string{"relay", "--log-level", "loud", "--database-url", pgtest.URL()}, `--log-level "loud"`)
 	failsWith(t, []string{"nosuchcommand"}, "unknown command")

@@ -60,7 +60,7 @@ func TestRelayFlagBounds(t *testing.T) {
 		{relay("--subject-prefix", ""), []string{"with --subject-prefix:", "subject_prefix is empty"}},
 		{relay("--subject-prefix", "app.>"), []string{"with --subject-prefix:", `subject_prefix: "app.>": want dot-separated tokens`}},
 		{relay("--subject-prefix", "app..x"), []string{"with --subject-prefix:", `"app..x"`}},
-		{relay("--broker-url", "mqtt://x"), []string{"unsupported scheme"}},
+		{relay("--broker-url", "gopher://x"), []string{"unsupported scheme"}},
 	} {
 		rejected(t, c.args, c.want...)
 	}
