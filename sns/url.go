@@ -1,0 +1,133 @@
+package sns
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/outboxgo/outbox/internal/redact"
+)
+
+// The URL parameters of ConfigFromURL.
+const (
+	paramEndpoint    = "endpoint"
+	paramFIFO        = "fifo"
+	paramMaxSize     = "max_size"
+	paramMaxInFlight = "max_in_flight"
+	paramMaxAttempts = "max_attempts"
+	paramCheckTopics = "check_topics"
+)
+
+var paramNames = []string{paramEndpoint, paramFIFO, paramMaxSize, paramMaxInFlight, paramMaxAttempts, paramCheckTopics}
+
+// ConfigFromURL parses an sns:// URL into a PublisherConfig:
+//
+//	sns://ACCOUNT.REGION/TOPIC_PREFIX?PARAMS
+//
+// ACCOUNT, 12 digits, is the account that owns the topics and REGION the
+// AWS region ("eu-west-1"): with TOPIC_PREFIX (the path without its
+// leading slash, may be empty; PublisherConfig.TopicPrefix) they make
+// each topic's ARN, arn:aws:sns:REGION:ACCOUNT:TOPIC_PREFIX+T. The parameters are endpoint, fifo, max_size,
+// max_in_flight, max_attempts and check_topics (see the package
+// documentation); any other is an error that names it. The URL carries
+// no credentials: they come from the SDK's default chain (AWS_ACCESS_KEY_ID
+// and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, SSO, the container's or the
+// instance's role), and a URL with user-info is refused. Errors never
+// print the URL unredacted.
+func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
+	fail := func(format string, args ...any) (*PublisherConfig, error) {
+		return nil, fmt.Errorf("sns publisher: URL %s: %s", shownURL(rawURL), fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fail("not a URL")
+	}
+	if u.Scheme != "sns" {
+		return fail("scheme %q, want sqs", u.Scheme)
+	}
+	if u.User != nil {
+		return fail("credentials in the URL are not read: give them through the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, a role)")
+	}
+	q := u.Query()
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(paramNames, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fail("unknown parameter %s (the publisher reads %s)", strings.Join(unknown, ", "), strings.Join(paramNames, ", "))
+	}
+	cfg := &PublisherConfig{}
+	acct, region, ok := strings.Cut(u.Host, ".")
+	if !ok || !accountID(acct) {
+		return fail("host %q: want ACCOUNT.REGION, the 12 digits of the account owning the topics and its region (sns://123456789012.eu-west-1/TOPIC_PREFIX)", u.Host)
+	}
+	if !regionName(region) {
+		return fail("region %q: want an AWS region such as eu-west-1 (sns://ACCOUNT.REGION/TOPIC_PREFIX)", region)
+	}
+	cfg.Account, cfg.Region = acct, region
+	cfg.TopicPrefix = strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(cfg.TopicPrefix, "/") {
+		return fail("topic prefix %q: a topic name has no slash", cfg.TopicPrefix)
+	}
+	if v := q.Get(paramEndpoint); v != "" {
+		e, err := url.Parse(v)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || e.User != nil {
+			return fail("%s: want http://host:port or https://host, without user-info", paramEndpoint)
+		}
+		cfg.Endpoint = v
+	}
+	if v := q.Get(paramFIFO); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fail("%s %q: want true or false", paramFIFO, v)
+		}
+		cfg.FIFO = b
+	}
+	num := func(name string, dst *int) error {
+		v := q.Get(name)
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%s %q: want a whole number, 1 or more", name, v)
+		}
+		*dst = n
+		return nil
+	}
+	for name, dst := range map[string]*int{paramMaxSize: &cfg.MaxSize, paramMaxInFlight: &cfg.MaxInFlight, paramMaxAttempts: &cfg.MaxAttempts} {
+		if err := num(name, dst); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if v := q.Get(paramCheckTopics); v != "" {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				cfg.CheckTopics = append(cfg.CheckTopics, t)
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// shownURL is rawURL as errors show it: redacted, and without the
+// user-info of the URL in its endpoint parameter, which redact.URL does
+// not look into.
+func shownURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return redact.URL(rawURL)
+	}
+	q := u.Query()
+	if e := q.Get(paramEndpoint); strings.Contains(e, "@") {
+		q.Set(paramEndpoint, redact.Mask)
+		u.RawQuery = q.Encode()
+		return redact.URL(u.String())
+	}
+	return redact.URL(rawURL)
+}
