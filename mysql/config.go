@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -122,6 +123,20 @@ func (c Config) quotedTable() string { return quote(c.Table) }
 func (c Config) keysTable() string {
 	const suffix = "_keys"
 	return c.Table[:min(len(c.Table), maxIdentLen-len(suffix))] + suffix
+}
+
+// routine names a stored routine of the outbox table: the table's name and
+// suffix ("_enqueue"), or, when that would pass MySQL's 64 bytes, the name
+// cut short with a hash of the whole name between, so that two tables never
+// share one.
+func (c Config) routine(suffix string) string {
+	if len(c.Table)+len(suffix) <= maxIdentLen {
+		return c.Table + suffix
+	}
+	h := fnv.New32a()
+	h.Write([]byte(c.Table))
+	tag := fmt.Sprintf("_%08x", h.Sum32())
+	return c.Table[:maxIdentLen-len(suffix)-len(tag)] + tag + suffix
 }
 
 // quotedKeysTable is keysTable as it goes into SQL.

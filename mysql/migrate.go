@@ -40,7 +40,8 @@ type tableMigrations struct {
 // loadMigrations renders the migrations of the outbox table and of the
 // inbox table, in that order, for c.
 func loadMigrations(c Config) ([]tableMigrations, error) {
-	ob, err := sqlkit.LoadMigrations(schemaFS, "schema/outbox", map[string]string{"Table": c.Table, "Keys": c.keysTable()})
+	ob, err := sqlkit.LoadMigrations(schemaFS, "schema/outbox", map[string]string{"Table": c.Table, "Keys": c.keysTable(),
+		"Enqueue": c.routine("_enqueue"), "KeyHash": c.routine("_key_hash")})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: outbox %w", err)
 	}
@@ -334,23 +335,40 @@ func run(ctx context.Context, conn *sql.Conn, script string) error {
 	return nil
 }
 
-// statements splits a script of ours into its statements: each ends with a
-// semicolon at the end of a line, and pieces with nothing but comments are
-// dropped. It is not a general SQL splitter; the migrations are written for
-// it.
+// statements splits a script of ours into its statements: each ends with
+// the delimiter at the end of a line, and pieces with nothing but comments
+// are dropped. The delimiter is ";" until a line "DELIMITER d" changes it,
+// as in the mysql client (a routine's body holds semicolons). It is not a
+// general SQL splitter; the migrations are written for it.
 func statements(script string) []string {
 	var out []string
-	for _, part := range strings.SplitAfter(script, ";\n") {
-		code := false
-		for _, line := range strings.Split(part, "\n") {
-			if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "--") {
-				code = true
-				break
-			}
-		}
+	delim := ";"
+	var cur strings.Builder
+	code := false
+	flush := func() {
 		if code {
-			out = append(out, strings.TrimSuffix(strings.TrimSpace(part), ";"))
+			out = append(out, strings.TrimSpace(cur.String()))
 		}
+		cur.Reset()
+		code = false
 	}
+	for _, line := range strings.SplitAfter(script, "\n") {
+		l := strings.TrimSpace(line)
+		if d, ok := strings.CutPrefix(l, "DELIMITER "); ok {
+			flush()
+			delim = strings.TrimSpace(d)
+			continue
+		}
+		if l != "" && !strings.HasPrefix(l, "--") {
+			code = true
+		}
+		if strings.HasSuffix(l, delim) && code {
+			cur.WriteString(strings.TrimSuffix(strings.TrimRight(line, " \t\r\n"), delim))
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	flush()
 	return out
 }
