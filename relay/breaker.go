@@ -24,6 +24,8 @@ type breaker struct {
 	until    time.Time     // open until then (wall clock: this is waiting, not a timestamp)
 	probing  bool          // a worker is probing
 	changed  chan struct{} // closed on every state change
+	refused  bool          // the open breaker's last failure was a refusal
+	since    time.Time     // when it opened; zero while closed
 }
 
 func newBreaker(b outbox.Backoff) *breaker {
@@ -79,22 +81,35 @@ func (b *breaker) success() bool {
 	was := b.failures > 0
 	b.probing = false
 	if was {
-		b.failures = 0
+		b.failures, b.refused, b.since = 0, false, time.Time{}
 		b.notify()
 	}
 	return was
 }
 
-// failure opens the breaker and returns how long for.
-func (b *breaker) failure() time.Duration {
+// failure opens the breaker and returns how long for; refused says the
+// broker refused the relay's configuration (else it was unavailable).
+func (b *breaker) failure(refused bool) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.failures == 0 {
+		b.since = time.Now()
+	}
+	b.refused = refused
 	b.failures++
 	b.probing = false
 	d := b.backoff.Delay(b.failures)
 	b.until = time.Now().Add(d)
 	b.notify()
 	return d
+}
+
+// state reports whether the breaker is open, whether its last failure was
+// a refusal, and since when it is open.
+func (b *breaker) state() (open, refused bool, since time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures > 0, b.refused, b.since
 }
 
 // abandon ends a probe that tested nothing: the next waiter probes at once.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/stores"
@@ -176,8 +177,13 @@ func (r *Relay) Run(ctx context.Context) error {
 // Start too.
 func (r *Relay) Wake() { r.wakes.wake() }
 
-// Stats returns the relay's counters since it was created.
-func (r *Relay) Stats() Stats { return r.stats.snapshot() }
+// Stats returns the relay's counters since it was created, and whether it
+// is paused now.
+func (r *Relay) Stats() Stats {
+	s := r.stats.snapshot()
+	s.Paused, s.Refused, s.PausedSince = r.brk.state()
+	return s
+}
 
 // Stats are a relay's counters.
 type Stats struct {
@@ -189,6 +195,13 @@ type Stats struct {
 	Outages     int64 // batches that found the broker unavailable
 	Refusals    int64 // batches the broker refused for the relay's configuration
 	StoreErrors int64 // claims or completions that failed
+	// Paused is true while the relay is paused as a whole (its circuit
+	// breaker is open): its last batch found the broker unavailable, or,
+	// with Refused, refusing the relay's configuration, and no batch has
+	// succeeded since. PausedSince is when the pause began (wall clock);
+	// zero when not paused.
+	Paused, Refused bool
+	PausedSince     time.Time
 }
 
 type counters struct {

@@ -40,7 +40,7 @@ func TestCancelWhileBreakerOpen(t *testing.T) {
 // comes.
 func TestProbeLeftByContextHandsOn(t *testing.T) {
 	b := newBreaker(outbox.Backoff{Min: time.Millisecond, Max: time.Millisecond})
-	b.failure()
+	b.failure(false)
 	stopCh := make(chan struct{})
 	eventually(t, "the first probe", func() bool {
 		probe, ok := b.wait(context.Background(), stopCh)
@@ -408,5 +408,28 @@ func TestErrorTextIsStorable(t *testing.T) {
 	got := errText(errors.New(long))
 	if len(got) > maxErrorText+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
 		t.Errorf("errText of %d bytes = %d bytes, valid UTF-8 %v", len(long), len(got), utf8.ValidString(got))
+	}
+}
+
+// TestBreakerState: the breaker says whether it is open, for a refusal or
+// an outage, and since when; a success closes it.
+func TestBreakerState(t *testing.T) {
+	b := newBreaker(outbox.Backoff{Min: time.Millisecond, Max: time.Millisecond})
+	if open, _, since := b.state(); open || !since.IsZero() {
+		t.Fatalf("new breaker: open %v since %v", open, since)
+	}
+	before := time.Now()
+	b.failure(false)
+	open, refused, since := b.state()
+	if !open || refused || since.Before(before) {
+		t.Errorf("after an outage: open %v refused %v since %v", open, refused, since)
+	}
+	b.failure(true)
+	if open, refused, again := b.state(); !open || !refused || !again.Equal(since) {
+		t.Errorf("after a refusal: open %v refused %v since %v (was %v)", open, refused, again, since)
+	}
+	b.success()
+	if open, refused, since := b.state(); open || refused || !since.IsZero() {
+		t.Errorf("after a success: open %v refused %v since %v", open, refused, since)
 	}
 }

@@ -52,13 +52,13 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			}
 			return
 		case errors.Is(err, errRefused):
-			d := r.brk.failure()
+			d := r.brk.failure(true)
 			r.log.Error("the broker refused the relay's configuration (credentials, permissions or a missing target); "+
 				"pausing the relay, no event is charged an attempt: fix the configuration",
 				"retry_in", d.Round(time.Millisecond), "error", err)
 			continue
 		case errors.Is(err, errOutage):
-			d := r.brk.failure()
+			d := r.brk.failure(false)
 			r.log.Warn("broker unavailable; pausing the relay", "retry_in", d.Round(time.Millisecond), "error", err)
 			continue
 		case n == 0:
