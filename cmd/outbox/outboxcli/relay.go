@@ -3,12 +3,14 @@ package outboxcli
 import (
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/backend"
+	"github.com/outboxgo/outbox/metrics"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -38,6 +40,8 @@ type relayFlags struct {
 	params       map[string]*paramFlag
 	keyedFailure string
 	claimTimeout time.Duration
+	metricsAddr  string
+	readyMaxLag  time.Duration
 	cfg          relay.Config
 }
 
@@ -99,6 +103,8 @@ the flag named after it, where there is one (--stream), overrides the URL's:
 	fl.BoolVar(&f.cfg.DisableListen, "no-listen", false, "poll only; do not LISTEN for new events")
 	fl.BoolVar(&f.cfg.Unordered, "unordered", false, "publish keyed events in any order (default: one at a time per key, in commit order)")
 	fl.IntVar(&f.cfg.PerKey, "per-key", relay.DefaultPerKey, "ordered mode only: the most events of one key a batch takes, sent one after another (1: each key's oldest only); at most --batch-size")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this host:port, e.g. 127.0.0.1:9090 (empty: none)")
+	fl.DurationVar(&f.readyMaxLag, "ready-max-lag", metrics.DefaultMaxLag, "with --metrics-addr: /readyz fails once the oldest due event has waited longer (negative: never)")
 	fl.StringVar(&f.keyedFailure, "keyed-failure", "block", "ordered mode only: a failing keyed event blocks its key until it succeeds or is dead-lettered by hand (block), or is dead-lettered after --max-attempts (dead-letter)")
 	return cmd
 }
@@ -129,6 +135,13 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	if f.cfg.PublishTimeout > 0 && f.claimTimeout > 0 && f.cfg.PublishTimeout >= f.claimTimeout {
 		c.add(fmt.Errorf("%s %v must be below %s %v: a publish that outlasts the claim lets another relay publish the same events",
 			g.flagRef(cmd, "publish-timeout"), f.cfg.PublishTimeout, g.flagRef(cmd, "claim-timeout"), f.claimTimeout))
+	}
+	if f.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(f.metricsAddr); err != nil {
+			c.failf("metrics-addr", "%q: want host:port, e.g. 127.0.0.1:9090 or :9090", f.metricsAddr)
+		}
+	} else if cmd.Flags().Changed("ready-max-lag") {
+		c.add(fmt.Errorf("%s needs %s: it tunes /readyz", g.flagRef(cmd, "ready-max-lag"), g.flagRef(cmd, "metrics-addr")))
 	}
 	if f.cfg.Unordered {
 		c.conflict("keyed-failure", "unordered", "--keyed-failure says what a failing event does to its key's order, and --unordered keeps none")
@@ -164,6 +177,15 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	if err := d.check(ctx); err != nil {
 		return schemaMissing(err, d)
 	}
+	// Bind --metrics-addr before the broker: a taken port fails at once.
+	var rm *relayMetrics
+	if f.metricsAddr != "" {
+		if rm, err = listenMetrics(ctx, f.metricsAddr, d.store, log); err != nil {
+			return err
+		}
+		defer func() { _ = rm.ln.Close() }() // a no-op once served and shut down
+		f.cfg.Hooks = rm.m.RelayHooks(f.cfg.Hooks)
+	}
 	if f.rawBrokerURL == "" {
 		stop, err := f.startEmbedded(cmd, g, log)
 		if err != nil {
@@ -187,6 +209,10 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	r, err := relay.New(d.store, pub, &f.cfg)
 	if err != nil {
 		return err
+	}
+	if rm != nil {
+		stop := rm.serve(r, f.readyMaxLag, log)
+		defer stop()
 	}
 	log.Info("relaying", "database", d.where, "broker", where, "table", d.table)
 	start := time.Now()
