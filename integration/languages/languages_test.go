@@ -103,13 +103,18 @@ func (w writer) run(ctx context.Context, e *env, n, failEvery, jitter int) ([]uu
 	if err != nil {
 		return nil, fmt.Errorf("%s writer: %w: %s", w.name, err, bytes.TrimSpace(stderr.Bytes()))
 	}
+	return parseRolled(w.name, out)
+}
+
+// parseRolled reads the IDs a writer script printed as rolled back.
+func parseRolled(name string, out []byte) ([]uuid.UUID, error) {
 	var rolled []uuid.UUID
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if s, ok := strings.CutPrefix(sc.Text(), "rollback "); ok {
 			id, err := uuid.Parse(s)
 			if err != nil {
-				return nil, fmt.Errorf("%s writer printed %q: %w", w.name, sc.Text(), err)
+				return nil, fmt.Errorf("%s writer printed %q: %w", name, sc.Text(), err)
 			}
 			rolled = append(rolled, id)
 		}
@@ -259,8 +264,14 @@ type arrival struct {
 // (the versions its order took).
 func (e *env) check(t *testing.T, rolled []uuid.UUID) {
 	t.Helper()
-	ledger := e.ledger(t)
-	msgs := natstest.WaitForCount(t, e.js, e.stream, len(ledger), 2*time.Minute)
+	checkArrivals(t, e.js, e.stream, e.ledger(t), rolled)
+}
+
+// checkArrivals is check on any database: ledger holds the committed
+// events, rolled the rolled-back ones.
+func checkArrivals(t *testing.T, js jetstream.JetStream, stream string, ledger map[uuid.UUID]ledgerEntry, rolled []uuid.UUID) {
+	t.Helper()
+	msgs := natstest.WaitForCount(t, js, stream, len(ledger), 2*time.Minute)
 	seen := map[uuid.UUID]bool{}
 	var got []arrival
 	for i, m := range msgs {

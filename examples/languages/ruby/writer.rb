@@ -40,7 +40,10 @@ n.times do |i|
       id = Outbox.enqueue(topic: "orders", key: "order-#{order_id}", type: "OrderConfirmed",
                           payload: { order: order_id, writer: writer, i: i }.to_json,
                           headers: { "Writer" => writer })
-      ActiveRecord::Base.connection.execute("SELECT pg_sleep(#{jitter} * random())") if jitter.positive?
+      if jitter.positive?
+        sleep_sql = ActiveRecord::Base.connection.adapter_name.match?(/mysql/i) ? "SELECT SLEEP(#{jitter} * RAND())" : "SELECT pg_sleep(#{jitter} * random())"
+        ActiveRecord::Base.connection.execute(sleep_sql)
+      end
       order = Order.lock.find(order_id)
       order.update!(version: order.version + 1, status: "confirmed")
       LedgerEntry.create!(event_id: id, key: "order-#{order_id}", n: order.version, writer: writer)
