@@ -14,6 +14,7 @@ require (
 	github.com/outboxgo/outbox/mqtt v0.1.0
 	github.com/outboxgo/outbox/mysql v0.1.0
 	github.com/outboxgo/outbox/nats v0.1.0
+	github.com/outboxgo/outbox/pgcdc v0.1.0
 	github.com/outboxgo/outbox/postgres v0.1.0
 	github.com/outboxgo/outbox/rabbitmq v0.1.0
 	github.com/outboxgo/outbox/redis v0.1.0
@@ -54,6 +55,8 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

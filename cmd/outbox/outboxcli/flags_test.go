@@ -61,6 +61,10 @@ func TestRelayFlagBounds(t *testing.T) {
 		{relay("--subject-prefix", "app.>"), []string{"with --subject-prefix:", `subject_prefix: "app.>": want dot-separated tokens`}},
 		{relay("--subject-prefix", "app..x"), []string{"with --subject-prefix:", `"app..x"`}},
 		{relay("--broker-url", "gopher://x"), []string{"unsupported scheme"}},
+		{relay("--mode", "wal"), []string{"--mode", `"wal": want poll or cdc`}},
+		{relay("--slot", "s"), []string{"--slot", "for --mode cdc only"}},
+		{relay("--mode", "cdc", "--workers", "4"), []string{"--mode and --workers do not go together"}},
+		{relay("--mode", "cdc", "--cdc-rows", "keep"), []string{"--cdc-rows", `"keep": want mark or insert-delete`}},
 	} {
 		rejected(t, c.args, c.want...)
 	}

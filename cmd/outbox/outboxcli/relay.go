@@ -11,6 +11,8 @@ import (
 
 	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/metrics"
+	"github.com/outboxgo/outbox/pgcdc"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -43,6 +45,11 @@ type relayFlags struct {
 	metricsAddr  string
 	readyMaxLag  time.Duration
 	cfg          relay.Config
+	// --mode cdc: the pgcdc relay's settings.
+	mode        string
+	cdcRows     string
+	slot        string
+	publication string
 }
 
 func newRelay(g *globals) *cobra.Command {
@@ -105,6 +112,10 @@ the flag named after it, where there is one (--stream), overrides the URL's:
 	fl.IntVar(&f.cfg.PerKey, "per-key", relay.DefaultPerKey, "ordered mode only: the most events of one key a batch takes, sent one after another (1: each key's oldest only); at most --batch-size")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this host:port, e.g. 127.0.0.1:9090 (empty: none)")
 	fl.DurationVar(&f.readyMaxLag, "ready-max-lag", metrics.DefaultMaxLag, "with --metrics-addr: /readyz fails once the oldest due event has waited longer (negative: never)")
+	fl.StringVar(&f.mode, "mode", "poll", "poll: claim pending rows (any database); cdc: stream them from PostgreSQL's write-ahead log (logical replication: wal_level=logical, a role with REPLICATION; see docs/cdc.md)")
+	fl.StringVar(&f.slot, "slot", pgcdc.DefaultSlot, "--mode cdc only: the logical replication slot, created when missing (a second relay on it waits as a hot standby)")
+	fl.StringVar(&f.publication, "publication", pgcdc.DefaultPublication, "--mode cdc only: the publication of the outbox table's inserts, created when missing")
+	fl.StringVar(&f.cdcRows, "cdc-rows", "mark", "--mode cdc only: mark (delete published rows, or mark them with --retention) or insert-delete (the application deletes each row as it inserts it)")
 	fl.StringVar(&f.keyedFailure, "keyed-failure", "block", "ordered mode only: a failing keyed event blocks its key until it succeeds or is dead-lettered by hand (block), or is dead-lettered after --max-attempts (dead-letter)")
 	return cmd
 }
@@ -158,6 +169,27 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 		// The embedded broker's port is known only once it runs.
 		f.checkBroker(cmd, g, c, "the embedded broker", embeddedURL("nats://127.0.0.1:4222"))
 	}
+	switch f.mode {
+	case "poll":
+		for _, name := range []string{"slot", "publication", "cdc-rows"} {
+			if cmd.Flags().Changed(name) {
+				c.failf(name, "is for --mode cdc only")
+			}
+		}
+	case "cdc":
+		if !strings.HasPrefix(g.databaseURL, "postgres://") && !strings.HasPrefix(g.databaseURL, "postgresql://") {
+			c.failf("mode", "cdc streams from PostgreSQL only: --database-url must be a postgres:// URL")
+		}
+		if _, err := pgcdc.ParseMode(f.cdcRows); err != nil {
+			c.failf("cdc-rows", "%q: want mark or insert-delete", f.cdcRows)
+		}
+		for _, name := range []string{"workers", "no-listen", "unordered", "claim-timeout", "store-timeout"} {
+			c.conflict("mode", name, "--"+name+" is the polling relay's; --mode cdc claims nothing")
+		}
+		c.conflict("mode", "metrics-addr", "the CDC relay has no metrics endpoint yet (see docs/cdc.md)")
+	default:
+		c.failf("mode", "%q: want poll or cdc", f.mode)
+	}
 	g.checkDB(c)
 	return c.err()
 }
@@ -206,6 +238,9 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	defer pub.Close()
 
 	f.cfg.Logger = log
+	if f.mode == "cdc" {
+		return runCDC(cmd, g, f, d, pub, where)
+	}
 	r, err := relay.New(d.store, pub, &f.cfg)
 	if err != nil {
 		return err
@@ -220,5 +255,31 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	st := r.Stats()
 	log.Info("relay done", "published", st.Published, "retried", st.Retried, "dead", st.Dead,
 		"outages", st.Outages, "uptime", time.Since(start).Round(time.Second))
+	return err
+}
+
+// runCDC streams the outbox from PostgreSQL's write-ahead log to pub until
+// interrupted (outbox relay --mode cdc; see docs/cdc.md).
+func runCDC(cmd *cobra.Command, g *globals, f *relayFlags, d *db, pub publishers.Publisher, where string) error {
+	log := f.cfg.Logger
+	rows, _ := pgcdc.ParseMode(f.cdcRows) // validated
+	cfg := &pgcdc.Config{
+		ConnString: g.databaseURL, Schema: g.schema, Table: g.table,
+		Slot: f.slot, Publication: f.publication, Mode: rows, Retention: f.cfg.Retention,
+		BatchSize: f.cfg.BatchSize, PerKey: f.cfg.PerKey, PublishTimeout: f.cfg.PublishTimeout,
+		MaxAttempts: f.cfg.MaxAttempts, KeyedFailure: f.cfg.KeyedFailure, PollInterval: f.cfg.PollInterval,
+		ShutdownTimeout: f.cfg.ShutdownTimeout, Logger: log,
+	}
+	r, err := pgcdc.New(cfg, pub)
+	if err != nil {
+		return err
+	}
+	log.Info("relaying from the write-ahead log", "database", d.where, "broker", where, "table", d.table,
+		"slot", f.slot, "publication", f.publication, "rows", rows.String())
+	start := time.Now()
+	err = r.Run(cmd.Context())
+	st := r.Stats()
+	log.Info("relay done", "published", st.Published, "retried", st.Retried, "dead", st.Dead,
+		"outages", st.Outages, "restarts", st.Restarts, "uptime", time.Since(start).Round(time.Second))
 	return err
 }
