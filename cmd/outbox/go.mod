@@ -18,6 +18,7 @@ require (
 	github.com/outboxgo/outbox/postgres v0.1.0
 	github.com/outboxgo/outbox/rabbitmq v0.1.0
 	github.com/outboxgo/outbox/redis v0.1.0
+	github.com/outboxgo/outbox/sidekiq v0.1.0
 	github.com/outboxgo/outbox/sns v0.1.0
 	github.com/outboxgo/outbox/sqlite v0.1.0
 	github.com/outboxgo/outbox/sqs v0.1.0

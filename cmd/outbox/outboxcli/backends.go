@@ -19,6 +19,7 @@ import (
 	_ "github.com/outboxgo/outbox/postgres"
 	_ "github.com/outboxgo/outbox/rabbitmq"
 	_ "github.com/outboxgo/outbox/redis"
+	_ "github.com/outboxgo/outbox/sidekiq"
 	_ "github.com/outboxgo/outbox/sns"
 	_ "github.com/outboxgo/outbox/sqlite"
 	_ "github.com/outboxgo/outbox/sqs"

@@ -25,8 +25,8 @@ import (
 )
 
 // readmeRelayCommands are the `outbox relay` commands of README.md's sh
-// blocks that go to NATS (nats:// or the embedded broker), split into
-// arguments as a shell would, comments dropped.
+// blocks that go to NATS (nats:// or the embedded broker), but the CDC
+// relay's, split into arguments as a shell would, comments dropped.
 func readmeRelayCommands(t *testing.T) [][]string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
@@ -50,6 +50,11 @@ func readmeRelayCommands(t *testing.T) [][]string {
 			t.Fatalf("README: %q: %v", line, err)
 		}
 		broker := flagValue(args, "--broker-url")
+		if flagValue(args, "--mode") == "cdc" {
+			// It needs PostgreSQL with wal_level=logical, which the shared
+			// server is not: pgcdc's tests run it on a cluster of their own.
+			continue
+		}
 		if broker == "" || strings.HasPrefix(broker, "nats://") {
 			cmds = append(cmds, args[1:]) // without "outbox"
 		}
