@@ -17,6 +17,7 @@ import (
 	_ "github.com/outboxgo/outbox/mysql"
 	_ "github.com/outboxgo/outbox/nats"
 	_ "github.com/outboxgo/outbox/postgres"
+	_ "github.com/outboxgo/outbox/pubsub"
 	_ "github.com/outboxgo/outbox/rabbitmq"
 	_ "github.com/outboxgo/outbox/redis"
 	_ "github.com/outboxgo/outbox/sidekiq"
