@@ -3,20 +3,23 @@ module github.com/outboxgo/outbox/integration
 go 1.26.8
 
 require (
+	github.com/eclipse/paho.golang v0.23.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/google/uuid v1.6.0
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/outboxgo/outbox v0.1.0
 	github.com/outboxgo/outbox/internal/testkit v0.1.0
 	github.com/outboxgo/outbox/kafka v0.1.0
+	github.com/outboxgo/outbox/mqtt v0.1.0
 	github.com/outboxgo/outbox/mysql v0.1.0
 	github.com/outboxgo/outbox/nats v0.1.0
 	github.com/outboxgo/outbox/otel v0.1.0
 	github.com/outboxgo/outbox/postgres v0.1.0
 	github.com/outboxgo/outbox/rabbitmq v0.1.0
 	github.com/outboxgo/outbox/redis v0.1.0
+	github.com/outboxgo/outbox/webhook v0.1.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/franz-go v1.22.3
