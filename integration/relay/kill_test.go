@@ -36,7 +36,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHelper) != "" {
 		os.Exit(relayProcess())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		// The Pub/Sub client's OpenCensus starts a worker at init, for the
+		// life of the process.
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
 // relayProcess is a relay in a process of its own. In "hold-after-publish"
