@@ -17,6 +17,7 @@ package publishers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/outboxgo/outbox"
 )
@@ -130,3 +131,37 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 // IsMisconfigured reports whether err says the broker refused the
 // publisher's configuration.
 func IsMisconfigured(err error) bool { return errors.Is(err, ErrMisconfigured) }
+
+// MaxRetryAfter bounds the wait RetryAfter asks for: a broker's hint of
+// days would park an event for days; longer hints wait this long.
+const MaxRetryAfter = time.Hour
+
+type retryAfter struct {
+	err error
+	d   time.Duration
+}
+
+func (r *retryAfter) Error() string { return r.err.Error() }
+func (r *retryAfter) Unwrap() error { return r.err }
+
+// RetryAfter wraps err, an ordinary failure of one message, with the
+// broker's word on when to try again (an HTTP Retry-After, a throttling
+// hint): the relay retries the message no sooner than d after the failure
+// (at most MaxRetryAfter), later if its backoff says so. A d of zero or
+// less returns err as it is.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfter{err: err, d: min(d, MaxRetryAfter)}
+}
+
+// RetryDelay reports the wait err asks for (see RetryAfter), and whether
+// it asks for one.
+func RetryDelay(err error) (time.Duration, bool) {
+	var r *retryAfter
+	if errors.As(err, &r) {
+		return r.d, true
+	}
+	return 0, false
+}

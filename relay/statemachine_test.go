@@ -433,3 +433,40 @@ func TestBreakerState(t *testing.T) {
 		t.Errorf("after a success: open %v refused %v since %v", open, refused, since)
 	}
 }
+
+// TestRetryAfterIsHonoured: a failure that says when to try again
+// (publishers.RetryAfter) waits that long, not the shorter backoff; one
+// that asks for less than the backoff waits the backoff.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		after       time.Duration
+		wantAtLeast time.Duration
+	}{
+		{"longer than the backoff", 10 * time.Minute, 10 * time.Minute},
+		{"shorter than the backoff", time.Millisecond, time.Second},
+		{"past the bound", 48 * time.Hour, publishers.MaxRetryAfter},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, s, p := newMem(t, Config{RetryBackoff: outbox.Backoff{Min: time.Second, Max: time.Second}})
+			p.set(func(_ context.Context, msgs []outbox.Message) []error {
+				errs := make([]error, len(msgs))
+				for i := range errs {
+					errs[i] = publishers.RetryAfter(errors.New("429 Too Many Requests"), c.after)
+				}
+				return errs
+			})
+			s.add(msgs(1, "")...)
+			before := time.Now()
+			if err := r.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer stop(t, r)
+			eventually(t, "the failed attempt stored", func() bool { return s.snapshot()[0].Attempts == 1 })
+			rec := s.snapshot()[0]
+			if wait := rec.available.Sub(before); wait < c.wantAtLeast || wait > c.wantAtLeast+time.Minute {
+				t.Errorf("next attempt in %v, want about %v", wait, c.wantAtLeast)
+			}
+		})
+	}
+}

@@ -174,7 +174,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			}
 		case r.blocksKey(rec):
 			// Ordered and blocking: retry for ever, holding the key.
-			d := r.cfg.RetryBackoff.Delay(rec.Attempts + 1)
+			d := r.retryDelay(rec, err)
 			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelError, "event fails and holds its key back; it is retried until it succeeds or is dead-lettered by hand (outbox dead-letter ID)",
 				rec, err, "retry_in", d.Round(time.Millisecond))
@@ -182,7 +182,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 			o.Dead = append(o.Dead, stores.Failure{ID: rec.ID, Err: errText(err)})
 			r.failures.event(slog.LevelError, "event dead", rec, err, "permanent", publishers.IsPermanent(err))
 		default:
-			d := r.cfg.RetryBackoff.Delay(rec.Attempts + 1)
+			d := r.retryDelay(rec, err)
 			o.Retry = append(o.Retry, stores.Failure{ID: rec.ID, Err: errText(err), NextAttempt: now.Add(d)})
 			r.failures.event(slog.LevelWarn, "publish failed; retrying", rec, err,
 				"retry_in", d.Round(time.Millisecond), "attempts_left", r.cfg.MaxAttempts-rec.Attempts-1)
@@ -264,4 +264,14 @@ func errText(err error) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// retryDelay is how long a failed event waits before its next attempt: its
+// backoff, or longer when the broker asked for longer (publishers.RetryAfter).
+func (r *Relay) retryDelay(rec *stores.Record, err error) time.Duration {
+	d := r.cfg.RetryBackoff.Delay(rec.Attempts + 1)
+	if ra, ok := publishers.RetryDelay(err); ok && ra > d {
+		d = ra
+	}
+	return d
 }

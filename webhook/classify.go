@@ -87,7 +87,7 @@ func responseError(prefix error, resp *http.Response) error {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return publishers.Misconfigured(err)
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests, code >= 500:
-		return err
+		return publishers.RetryAfter(err, se.RetryAfter)
 	default: // 1xx never gets here; 3xx and the other 4xx
 		return publishers.Permanent(err)
 	}

@@ -83,10 +83,11 @@
 //     that refuses one event for its content should answer 422 (or
 //     another 4xx), which is permanent.
 //   - 408, 425, 429 and 5xx: a plain error, retried with the relay's
-//     backoff per message; Retry-After is kept in the error's text and in
-//     StatusError.RetryAfter. The publisher does not retry the message by
-//     itself, so it does not hammer a receiver that asked it to slow
-//     down; the relay's backoff decides when it goes again.
+//     backoff per message — but never sooner than the response's
+//     Retry-After (publishers.RetryAfter, at most an hour), which is also
+//     in the error's text and in StatusError.RetryAfter. The publisher
+//     does not retry the message by itself, so it does not hammer a
+//     receiver that asked it to slow down.
 //   - any other 4xx (400, 404, 410 Gone, 413, 422): permanent; the relay
 //     dead-letters the event, which stays replayable.
 //

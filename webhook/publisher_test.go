@@ -192,6 +192,9 @@ func TestTooManyRequestsKeepsRetryAfter(t *testing.T) {
 	if !errors.As(err, &se) || se.RetryAfter != 30*time.Second || !strings.Contains(err.Error(), "Retry-After 30s") {
 		t.Fatalf("%v: want 429 with Retry-After 30s", err)
 	}
+	if d, ok := publishers.RetryDelay(err); !ok || d != 30*time.Second {
+		t.Fatalf("RetryDelay = %v, %v: the relay would retry before the receiver's Retry-After", d, ok)
+	}
 	if n.Load() != 1 {
 		t.Fatalf("%d requests, want 1: the publisher does not retry by itself", n.Load())
 	}
