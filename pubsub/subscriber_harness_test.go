@@ -36,7 +36,7 @@ func TestSubscriberConformance(t *testing.T) {
 		// With message ordering on (as here), a key's messages are handled
 		// one at a time: the suite's concurrency case, whose messages
 		// share a key, cannot run more than one at once.
-		Features: subscribertest.Features{OrderPerKey: true},
+		Features: subscribertest.Features{OrderPerKey: true, Concurrency: true},
 		Refusals: []subscribertest.Refusal{
 			{Name: "missing subscription", New: func(t *testing.T, env subscribertest.Env, c subscribertest.Config) (subscribertest.Subscriber, error) {
 				e := subEnvs.get(env.Source)

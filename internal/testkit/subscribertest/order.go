@@ -76,6 +76,11 @@ func testConcurrency(t *testing.T, h Harness) {
 	f := setup(t, h)
 	const n = 3
 	evs := events(2 * n)
+	// A key each: a subscriber may hand a key to one handler at a time
+	// (Pub/Sub with ordering keys), and Concurrency is across keys.
+	for i := range evs {
+		evs[i].Key = fmt.Sprintf("k%d", i)
+	}
 	var inside, most atomic.Int32
 	entered, released := make(chan struct{}, len(evs)), make(chan struct{})
 	var rec recorder
