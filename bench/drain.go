@@ -56,14 +56,8 @@ func (r *runner) limits(ctx context.Context) error {
 			}
 			futs = append(futs, f)
 		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return fmt.Errorf("publish ack: %w", err)
-			case <-time.After(30 * time.Second):
-				return fmt.Errorf("publish ack: timeout")
-			}
+		if err := awaitAcks(futs); err != nil {
+			return err
 		}
 	}
 	el := time.Since(start)

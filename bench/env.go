@@ -325,3 +325,17 @@ func procStatus(field string) int64 {
 	}
 	return 0
 }
+
+// awaitAcks waits for every acknowledgement of futs, 30 s at most each.
+func awaitAcks(futs []jetstream.PubAckFuture) error {
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish ack: %w", err)
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("publish ack: timeout")
+		}
+	}
+	return nil
+}

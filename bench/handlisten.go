@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -120,14 +119,8 @@ func (h *handListen) batch(ctx context.Context) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return fmt.Errorf("publish ack: %w", err)
-			case <-time.After(30 * time.Second):
-				return fmt.Errorf("publish ack: timeout")
-			}
+		if err := awaitAcks(futs); err != nil {
+			return err
 		}
 		if len(seqs) > 0 {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+h.table+` WHERE seq = ANY($1)`, seqs); err != nil {

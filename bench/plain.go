@@ -106,14 +106,8 @@ func plainBatch(ctx context.Context, e *env) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return fmt.Errorf("publish ack: %w", err)
-			case <-time.After(30 * time.Second):
-				return fmt.Errorf("publish ack: timeout")
-			}
+		if err := awaitAcks(futs); err != nil {
+			return err
 		}
 		if len(ids) > 0 {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+e.table()+` WHERE id = ANY($1)`, ids); err != nil {

@@ -93,17 +93,23 @@ const jitterMS = 3
 // back, pausing up to jitter ms after each enqueue, and returns the IDs it
 // rolled back.
 func (w writer) run(ctx context.Context, e *env, n, failEvery, jitter int) ([]uuid.UUID, error) {
+	return w.runOn(ctx, pgtest.URL(), e.schema, w.name, n, failEvery, jitter)
+}
+
+// runOn is run on any database: dbURL as the script's client takes it,
+// schema the outbox's (MySQL: the database), as writer name.
+func (w writer) runOn(ctx context.Context, dbURL, schema, name string, n, failEvery, jitter int) ([]uuid.UUID, error) {
 	args := append(w.cmd[1:], filepath.Join(examples, w.script))
 	cmd := exec.CommandContext(ctx, w.cmd[0], args...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.URL(), "OUTBOX_SCHEMA="+e.schema, "WRITER="+w.name,
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "OUTBOX_SCHEMA="+schema, "WRITER="+name,
 		"N="+strconv.Itoa(n), "KEYS="+strconv.Itoa(keys), "FAIL_EVERY="+strconv.Itoa(failEvery), "JITTER_MS="+strconv.Itoa(jitter))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s writer: %w: %s", w.name, err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, fmt.Errorf("%s writer: %w: %s", name, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return parseRolled(w.name, out)
+	return parseRolled(name, out)
 }
 
 // parseRolled reads the IDs a writer script printed as rolled back.

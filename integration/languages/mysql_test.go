@@ -3,12 +3,7 @@ package languages
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -83,19 +78,8 @@ func TestRailsOnMySQL(t *testing.T) {
 	rubyRolled := make([][]uuid.UUID, rubies)
 	for i := range rubies {
 		go func() {
-			cmd := exec.CommandContext(ctx, "ruby", filepath.Join(examples, w.script))
-			cmd.Env = append(os.Environ(), "DATABASE_URL=mysql2://root@127.0.0.1:3306/"+name, "OUTBOX_SCHEMA="+name,
-				fmt.Sprintf("WRITER=ruby-%d", i), "N=60", "KEYS="+strconv.Itoa(keys), "FAIL_EVERY=7", "JITTER_MS="+strconv.Itoa(jitterMS))
-			out, err := cmd.Output()
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					err = fmt.Errorf("ruby writer: %w: %s", err, ee.Stderr)
-				}
-				rubyDone <- err
-				return
-			}
-			rubyRolled[i], err = parseRolled("ruby", out)
+			var err error
+			rubyRolled[i], err = w.runOn(ctx, "mysql2://root@127.0.0.1:3306/"+name, name, fmt.Sprintf("ruby-%d", i), 60, 7, jitterMS)
 			rubyDone <- err
 		}()
 	}
