@@ -33,28 +33,61 @@ func distinct(ids []uuid.UUID) []uuid.UUID {
 	return out
 }
 
-// Dead implements stores.Store. With p.IDs it looks the rows up by id (see
+// keyFilter matches t.key exactly, as topicFilter does t.topic.
+const keyFilter = " AND t.`key` = ? AND LENGTH(t.`key`) = ?"
+
+// deadFrom is the FROM and WHERE clauses of Dead and DeadCount for p's
+// filters, and their arguments. With p.IDs it looks the rows up by id (see
 // sqlkit.IDsJSON).
-func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
-	if p.Limit <= 0 {
-		p.Limit = 100
-	}
-	q := `SELECT ` + recordCols + ` FROM ` + s.table + ` AS t WHERE status = ` + statusDead
+func (s *Store) deadFrom(p stores.DeadParams) (string, []any) {
+	q := ` FROM ` + s.table + ` AS t WHERE t.status = ` + statusDead
 	var args []any
 	if len(p.IDs) > 0 {
-		q = `SELECT ` + recordColsT + ` FROM ` + s.idRows + ` WHERE t.status = ` + statusDead
+		q = ` FROM ` + s.idRows + ` WHERE t.status = ` + statusDead
 		args = append(args, sqlkit.IDsJSON(distinct(p.IDs)))
 	}
 	if p.Topic != "" {
 		q += topicFilter
 		args = append(args, p.Topic, len(p.Topic))
 	}
-	q += ` ORDER BY t.created_at, t.seq LIMIT ?`
-	out, err := queryRecords(ctx, s.db, q, append(args, p.Limit)...)
+	if p.Key != "" {
+		q += keyFilter
+		args = append(args, p.Key, len(p.Key))
+	}
+	if !p.CreatedBefore.IsZero() {
+		q += ` AND t.created_at < ?`
+		args = append(args, dbTime(p.CreatedBefore))
+	}
+	return q, args
+}
+
+// Dead implements stores.Store. Without p.IDs it reads the dead list's
+// index (status, created_at, id) in list order; with them, the rows by id.
+func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	q, args := s.deadFrom(p)
+	if p.After != nil {
+		at := dbTime(p.After.CreatedAt)
+		q += ` AND (t.created_at > ? OR (t.created_at = ? AND t.id > ?))`
+		args = append(args, at, at, p.After.ID[:])
+	}
+	out, err := queryRecords(ctx, s.db, `SELECT `+recordColsT+q+` ORDER BY t.created_at, t.id LIMIT ?`, append(args, p.Limit)...)
 	if err != nil {
 		return nil, wrap("dead", err)
 	}
 	return out, nil
+}
+
+// DeadCount implements stores.Store, over the same indexes as Dead.
+func (s *Store) DeadCount(ctx context.Context, p stores.DeadParams) (int64, error) {
+	q, args := s.deadFrom(p)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*)`+q, args...).Scan(&n); err != nil {
+		return 0, wrap("dead count", err)
+	}
+	return n, nil
 }
 
 // Replay implements stores.Store. It runs READ COMMITTED, like every
@@ -138,6 +171,31 @@ func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (n in
 	})
 	if err != nil {
 		return 0, wrap("dead-letter", err)
+	}
+	return n, nil
+}
+
+// Discard implements stores.Store: one statement (per 10,000 ids) in a
+// READ COMMITTED transaction, the rows looked up by id (see
+// sqlkit.IDsJSON).
+func (s *Store) Discard(ctx context.Context, p stores.DiscardParams) (n int64, err error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		return chunks(len(p.IDs), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
+			res, err := tx.ExecContext(ctx, `DELETE t FROM `+s.idRows+` WHERE t.status = `+statusDead,
+				sqlkit.IDsJSON(distinct(p.IDs[lo:hi])))
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			n += k
+			return err
+		})
+	})
+	if err != nil {
+		return 0, wrap("discard", err)
 	}
 	return n, nil
 }

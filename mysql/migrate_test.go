@@ -65,15 +65,15 @@ func TestMigrateRecordsVersions(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	d := newDB(t, db, &mysql.Config{Clock: clocktest.New(t0)})
-	wantVersions(t, d, "outbox_messages 0/2 unrecorded", "outbox_inbox 0/1 unrecorded")
+	wantVersions(t, d, "outbox_messages 0/3 unrecorded", "outbox_inbox 0/1 unrecorded")
 	if err := d.Store().Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantVersions(t, d, "outbox_messages 2/2 2026-01-02T03:04:05.678901Z", "outbox_inbox 0/1 unrecorded")
+	wantVersions(t, d, "outbox_messages 3/3 2026-01-02T03:04:05.678901Z", "outbox_inbox 0/1 unrecorded")
 	if err := d.Inbox().Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantVersions(t, d, "outbox_messages 2/2 2026-01-02T03:04:05.678901Z", "outbox_inbox 1/1 2026-01-02T03:04:05.678901Z")
+	wantVersions(t, d, "outbox_messages 3/3 2026-01-02T03:04:05.678901Z", "outbox_inbox 1/1 2026-01-02T03:04:05.678901Z")
 
 	later := newDB(t, db, &mysql.Config{Clock: clocktest.New(t0.Add(time.Hour))})
 	for range 2 {
@@ -81,7 +81,7 @@ func TestMigrateRecordsVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantVersions(t, later, "outbox_messages 2/2 2026-01-02T03:04:05.678901Z", "outbox_inbox 1/1 2026-01-02T03:04:05.678901Z")
+	wantVersions(t, later, "outbox_messages 3/3 2026-01-02T03:04:05.678901Z", "outbox_inbox 1/1 2026-01-02T03:04:05.678901Z")
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+mysql.VersionTable+"`").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d version rows (err %v), want 2", n, err)
@@ -108,8 +108,8 @@ func TestConcurrentMigrates(t *testing.T) {
 		}
 	}
 	vs, err := newDB(t, open(), nil).SchemaVersions(ctx)
-	if err != nil || len(vs) != 2 || vs[0].Version != 2 || vs[1].Version != 1 || vs[0].AppliedAt.IsZero() || vs[1].AppliedAt.IsZero() {
-		t.Fatalf("versions %+v (err %v), want the outbox table at 2 and the inbox table at 1, recorded", vs, err)
+	if err != nil || len(vs) != 2 || vs[0].Version != 3 || vs[1].Version != 1 || vs[0].AppliedAt.IsZero() || vs[1].AppliedAt.IsZero() {
+		t.Fatalf("versions %+v (err %v), want the outbox table at 3 and the inbox table at 1, recorded", vs, err)
 	}
 }
 
@@ -154,7 +154,7 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 	if err := d.MigrateDown(ctx, 1); err != nil { // drops the enqueue procedure
 		t.Fatal(err)
 	}
-	if vs := versions(t, d); !strings.HasPrefix(vs[0], "outbox_messages 1/2 ") || !strings.HasPrefix(vs[1], "outbox_inbox 1/1 ") {
+	if vs := versions(t, d); !strings.HasPrefix(vs[0], "outbox_messages 1/3 ") || !strings.HasPrefix(vs[1], "outbox_inbox 1/1 ") {
 		t.Fatalf("versions after MigrateDown(1): %v", vs)
 	}
 	var routines int
@@ -168,7 +168,7 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 	if err := d.MigrateDown(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	wantVersions(t, d, "outbox_messages 0/2 unrecorded", "outbox_inbox 0/1 unrecorded")
+	wantVersions(t, d, "outbox_messages 0/3 unrecorded", "outbox_inbox 0/1 unrecorded")
 	var tables string
 	err = db.QueryRowContext(ctx, `SELECT COALESCE(GROUP_CONCAT(table_name ORDER BY table_name), '')
 		FROM information_schema.tables WHERE table_schema = DATABASE()`).Scan(&tables)
@@ -186,7 +186,7 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs := versions(t, d)
-	if !strings.HasPrefix(vs[0], "outbox_messages 2/2 ") || !strings.HasPrefix(vs[1], "outbox_inbox 1/1 ") || strings.Contains(vs[0]+vs[1], "unrecorded") {
+	if !strings.HasPrefix(vs[0], "outbox_messages 3/3 ") || !strings.HasPrefix(vs[1], "outbox_inbox 1/1 ") || strings.Contains(vs[0]+vs[1], "unrecorded") {
 		t.Fatalf("versions after Migrate: %v", vs)
 	}
 	if st := storeStats(t, d.Store()); len(st) != 0 {
@@ -336,7 +336,7 @@ func TestUpgradeFromUnversionedTables(t *testing.T) {
 	clock := clocktest.New(t0.Add(24 * time.Hour))
 	d := newDB(t, db, &mysql.Config{Clock: clock})
 	b := bundle{db: db, d: d, store: d.Store(), ob: outbox.New(d, nil)}
-	wantVersions(t, d, "outbox_messages 1/2 unrecorded", "outbox_inbox 1/1 unrecorded")
+	wantVersions(t, d, "outbox_messages 1/3 unrecorded", "outbox_inbox 1/1 unrecorded")
 
 	// Published (kept for retention) and dead events, then pending ones:
 	// one due, one not before tomorrow, one waiting for a retry.
@@ -382,7 +382,7 @@ func TestUpgradeFromUnversionedTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := clock.Now().Format(time.RFC3339Nano)
-	wantVersions(t, d, "outbox_messages 2/2 "+at, "outbox_inbox 1/1 "+at)
+	wantVersions(t, d, "outbox_messages 3/3 "+at, "outbox_inbox 1/1 "+at)
 	for _, c := range []struct {
 		table         string
 		before, after []string
@@ -453,7 +453,7 @@ func TestSchemaSQLIsWhatMigrateMakes(t *testing.T) {
 	}
 	d := newDB(t, byHand, cfg)
 	before := versions(t, d)
-	if strings.Contains(strings.Join(before, " "), "unrecorded") || !strings.HasPrefix(before[0], "events 2/2 ") {
+	if strings.Contains(strings.Join(before, " "), "unrecorded") || !strings.HasPrefix(before[0], "events 3/3 ") {
 		t.Fatalf("versions after SchemaSQL: %v", before)
 	}
 	if err := d.Migrate(ctx); err != nil {
@@ -513,7 +513,7 @@ func TestMigrateWaitsForTheLock(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another migration") || time.Since(start) < 900*time.Millisecond {
 		t.Fatalf("Migrate while the lock is held = %v after %v; want it to wait, then say another migration holds the lock", err, time.Since(start))
 	}
-	if vs := versions(t, d); vs[0] != "outbox_messages 0/2 unrecorded" {
+	if vs := versions(t, d); vs[0] != "outbox_messages 0/3 unrecorded" {
 		t.Fatalf("Migrate without the lock changed the schema: %v", vs)
 	}
 	done := make(chan error, 1)

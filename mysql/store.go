@@ -155,47 +155,81 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// Purge implements stores.Store. It locks the oldest published rows with
+// Purge implements stores.Store. Published rows: it locks the oldest with
 // SKIP LOCKED, so purges running at once share the work instead of waiting
 // for each other, and deletes them by primary key (see seqsJSON). MySQL
 // takes neither LIMIT in an IN subquery nor a locking subquery on the table
 // it deletes from, hence two statements in one READ COMMITTED transaction.
+// Dead rows: it reads the oldest from the dead list's index without locking
+// (a locking scan there would lock the first pending row past the range)
+// and deletes those still dead, by primary key.
 func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (n int64, err error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT seq FROM `+s.table+` FORCE INDEX (published)
-			WHERE published_at < ? ORDER BY published_at LIMIT ? FOR UPDATE SKIP LOCKED`,
-			dbTime(p.Before), p.Limit)
-		if err != nil {
-			return err
-		}
-		var seqs []uint64
-		for rows.Next() {
-			var seq uint64
-			if err := rows.Scan(&seq); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			seqs = append(seqs, seq)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return chunks(len(seqs), maxStatementRows, func(int) int { return 20 }, func(lo, hi int) error {
-			res, err := tx.ExecContext(ctx, `DELETE t FROM JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT UNSIGNED PATH '$')) AS f
-				STRAIGHT_JOIN `+s.table+` AS t FORCE INDEX (PRIMARY) ON t.seq = f.seq`, seqsJSON(seqs[lo:hi]))
+		n = 0
+		if !p.Before.IsZero() {
+			seqs, err := querySeqs(ctx, tx, `SELECT seq FROM `+s.table+` FORCE INDEX (published)
+				WHERE published_at < ? ORDER BY published_at LIMIT ? FOR UPDATE SKIP LOCKED`, dbTime(p.Before), p.Limit)
 			if err != nil {
 				return err
 			}
-			k, err := res.RowsAffected()
+			k, err := s.deleteSeqs(ctx, tx, seqs, "")
+			n += k
+			if err != nil {
+				return err
+			}
+		}
+		if !p.DeadBefore.IsZero() {
+			seqs, err := querySeqs(ctx, tx, `SELECT seq FROM `+s.table+` FORCE INDEX (dead_list)
+				WHERE status = `+statusDead+` AND created_at < ? ORDER BY created_at, id LIMIT ?`, dbTime(p.DeadBefore), p.Limit)
+			if err != nil {
+				return err
+			}
+			k, err := s.deleteSeqs(ctx, tx, seqs, ` WHERE t.status = `+statusDead)
 			n += k
 			return err
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, wrap("purge", err)
 	}
 	return n, nil
+}
+
+// querySeqs returns the seq column of a query's rows.
+func querySeqs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]uint64, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var seqs []uint64
+	for rows.Next() {
+		var seq uint64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs, rows.Err()
+}
+
+// deleteSeqs deletes the rows of seqs that match where (empty: all) by
+// primary key, in statements of at most maxStatementRows, and returns how
+// many it deleted.
+func (s *Store) deleteSeqs(ctx context.Context, tx *sql.Tx, seqs []uint64, where string) (n int64, err error) {
+	err = chunks(len(seqs), maxStatementRows, func(int) int { return 20 }, func(lo, hi int) error {
+		res, err := tx.ExecContext(ctx, `DELETE t FROM JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT UNSIGNED PATH '$')) AS f
+			STRAIGHT_JOIN `+s.table+` AS t FORCE INDEX (PRIMARY) ON t.seq = f.seq`+where, seqsJSON(seqs[lo:hi]))
+		if err != nil {
+			return err
+		}
+		k, err := res.RowsAffected()
+		n += k
+		return err
+	})
+	return n, err
 }

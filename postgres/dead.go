@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -10,19 +11,48 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
+// deadQuery is the WHERE clause of Dead and DeadCount for p's filters,
+// with its arguments; arg adds one more and returns its placeholder.
+type deadQuery struct {
+	where string
+	args  []any
+}
+
+func (q *deadQuery) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+func newDeadQuery(p stores.DeadParams) *deadQuery {
+	q := &deadQuery{where: ` WHERE status = 2`}
+	if len(p.IDs) > 0 {
+		q.where += ` AND id = ANY(` + q.arg(p.IDs) + `)`
+	}
+	if p.Topic != "" {
+		q.where += ` AND topic = ` + q.arg(p.Topic)
+	}
+	if p.Key != "" {
+		q.where += ` AND key = ` + q.arg(p.Key)
+	}
+	if !p.CreatedBefore.IsZero() {
+		q.where += ` AND created_at < ` + q.arg(p.CreatedBefore.UTC())
+	}
+	return q
+}
+
 // Dead implements stores.Store. Without p.IDs it reads the index of dead
-// rows; with them, the rows by id.
+// rows in list order ((created_at, id), or (topic, created_at) for one
+// topic); with them, the rows by id.
 func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	q := `SELECT ` + recordCols + ` FROM ` + s.nm.table + ` WHERE status = 2 AND ($1 = '' OR topic = $1)`
-	args := []any{p.Topic, p.Limit}
-	if len(p.IDs) > 0 {
-		q += ` AND id = ANY($3)`
-		args = append(args, p.IDs)
+	q := newDeadQuery(p)
+	if p.After != nil {
+		q.where += ` AND (created_at, id) > (` + q.arg(p.After.CreatedAt.UTC()) + `, ` + q.arg(p.After.ID) + `)`
 	}
-	rows, err := s.pool.Query(ctx, q+` ORDER BY created_at, seq LIMIT $2`, args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+recordCols+` FROM `+s.nm.table+q.where+
+		` ORDER BY created_at, id LIMIT `+q.arg(p.Limit), q.args...)
 	if err != nil {
 		return nil, wrap("dead", err)
 	}
@@ -31,6 +61,16 @@ func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record,
 		return nil, wrap("dead", err)
 	}
 	return out, nil
+}
+
+// DeadCount implements stores.Store, over the same indexes as Dead.
+func (s *Store) DeadCount(ctx context.Context, p stores.DeadParams) (int64, error) {
+	q := newDeadQuery(p)
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.nm.table+q.where, q.args...).Scan(&n); err != nil {
+		return 0, wrap("dead count", err)
+	}
+	return n, nil
 }
 
 // Replay implements stores.Store.
@@ -75,6 +115,18 @@ func (s *Store) DeadLetter(ctx context.Context, p stores.DeadLetterParams) (int6
 	if tag.RowsAffected() > 0 && !s.cfg.DisableNotify {
 		// The next record of each key may be due now.
 		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.nm.channel)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Discard implements stores.Store: one statement, the rows found by id.
+func (s *Store) Discard(ctx context.Context, p stores.DiscardParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.nm.table+` WHERE status = 2 AND id = ANY($1)`, p.IDs)
+	if err != nil {
+		return 0, wrap("discard", err)
 	}
 	return tag.RowsAffected(), nil
 }

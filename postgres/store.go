@@ -86,19 +86,32 @@ func setNotBefore(rec *stores.Record, available time.Time) {
 	}
 }
 
-// Purge implements stores.Store. Rows another purge has locked are skipped,
-// so relays purging at once share the work instead of deadlocking.
+// Purge implements stores.Store: a statement per kind. Rows another purge
+// has locked are skipped, so relays purging at once share the work instead
+// of deadlocking.
 func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.nm.table+` WHERE seq IN (
-		SELECT seq FROM `+s.nm.table+` WHERE status = 1 AND published_at < $1
-		ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, p.Before.UTC(), p.Limit)
-	if err != nil {
-		return 0, wrap("purge", err)
+	var n int64
+	for _, k := range []struct {
+		bound time.Time
+		where string
+	}{
+		{p.Before, `status = 1 AND published_at < $1 ORDER BY published_at`},
+		{p.DeadBefore, `status = 2 AND created_at < $1 ORDER BY created_at, id`},
+	} {
+		if k.bound.IsZero() {
+			continue
+		}
+		tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.nm.table+` WHERE seq IN (
+			SELECT seq FROM `+s.nm.table+` WHERE `+k.where+` LIMIT $2 FOR UPDATE SKIP LOCKED)`, k.bound.UTC(), p.Limit)
+		if err != nil {
+			return n, wrap("purge", err)
+		}
+		n += tag.RowsAffected()
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // errClosedBatch is returned by Complete on a batch already ended.

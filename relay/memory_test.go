@@ -177,8 +177,11 @@ func (s *memStore) Replay(context.Context, stores.ReplayParams) (int64, error)  
 func (s *memStore) DeadLetter(context.Context, stores.DeadLetterParams) (int64, error) {
 	return 0, nil
 }
-func (s *memStore) Purge(context.Context, stores.PurgeParams) (int64, error) { return 0, nil }
-func (s *memStore) Migrate(context.Context) error                            { return nil }
+func (s *memStore) DeadCount(context.Context, stores.DeadParams) (int64, error)      { return 0, nil }
+func (s *memStore) Discard(context.Context, stores.DiscardParams) (int64, error)     { return 0, nil }
+func (s *memStore) Republish(context.Context, stores.RepublishParams) (int64, error) { return 0, nil }
+func (s *memStore) Purge(context.Context, stores.PurgeParams) (int64, error)         { return 0, nil }
+func (s *memStore) Migrate(context.Context) error                                    { return nil }
 
 // memPub is a publisher whose answers a test scripts; nil fn acknowledges
 // everything.

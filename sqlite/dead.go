@@ -8,28 +8,44 @@ import (
 	"github.com/outboxgo/outbox/stores"
 )
 
-// deadSQL lists dead rows of table t, of topic ?1 (any when empty), at
-// most ?2, and with ids, only those named in ?3 (see sqlkit.IDsJSON).
-func deadSQL(t string, ids bool) string {
-	named := ""
-	if ids {
-		named = ` AND id IN (SELECT unhex(value) FROM json_each(?3))`
+// deadWhere is the WHERE clause of Dead and DeadCount for p's filters,
+// and its arguments.
+func deadWhere(p stores.DeadParams) (string, []any) {
+	w := ` WHERE status = 2`
+	var args []any
+	if len(p.IDs) > 0 {
+		w += ` AND id IN (SELECT unhex(value) FROM json_each(?))`
+		args = append(args, sqlkit.IDsJSON(p.IDs))
 	}
-	return `SELECT ` + recordCols + ` FROM ` + t + `
-		WHERE status = 2 AND (?1 = '' OR topic = ?1)` + named + ` ORDER BY created_at, seq LIMIT ?2`
+	if p.Topic != "" {
+		w += ` AND topic = ?`
+		args = append(args, p.Topic)
+	}
+	if p.Key != "" {
+		w += ` AND key = ?`
+		args = append(args, p.Key)
+	}
+	if !p.CreatedBefore.IsZero() {
+		w += ` AND created_at < ?`
+		args = append(args, p.CreatedBefore.UnixMicro())
+	}
+	return w, args
 }
 
 // Dead implements stores.Store. Without p.IDs it reads the index of dead
-// rows; with them, the rows by id.
+// rows in list order ((created_at, id), or (topic, created_at) for one
+// topic); with them, the rows by id.
 func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	args := []any{p.Topic, p.Limit}
-	if len(p.IDs) > 0 {
-		args = append(args, sqlkit.IDsJSON(p.IDs))
+	w, args := deadWhere(p)
+	if p.After != nil {
+		w += ` AND (created_at, id) > (?, ?)`
+		args = append(args, p.After.CreatedAt.UnixMicro(), p.After.ID[:])
 	}
-	rows, err := s.db.QueryContext(ctx, deadSQL(s.table(), len(p.IDs) > 0), args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+recordCols+` FROM `+s.table()+w+
+		` ORDER BY created_at, id LIMIT ?`, append(args, p.Limit)...)
 	if err != nil {
 		return nil, wrap("dead", err)
 	}
@@ -42,6 +58,16 @@ func (s *Store) Dead(ctx context.Context, p stores.DeadParams) ([]stores.Record,
 		out[i] = r.rec
 	}
 	return out, nil
+}
+
+// DeadCount implements stores.Store, over the same indexes as Dead.
+func (s *Store) DeadCount(ctx context.Context, p stores.DeadParams) (int64, error) {
+	w, args := deadWhere(p)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+s.table()+w, args...).Scan(&n); err != nil {
+		return 0, wrap("dead count", err)
+	}
+	return n, nil
 }
 
 // replaySQL makes dead rows of table t pending again, due at ?2: those
@@ -98,4 +124,16 @@ func (s *Store) write(ctx context.Context, q string, args ...any) (n int64, err 
 		return err
 	})
 	return n, err
+}
+
+// Discard implements stores.Store, in one statement, the rows found by id.
+func (s *Store) Discard(ctx context.Context, p stores.DiscardParams) (int64, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	n, err := s.write(ctx, `DELETE FROM `+s.table()+` WHERE status = 2 AND `+inIDs, sqlkit.IDsJSON(p.IDs))
+	if err != nil {
+		return 0, wrap("discard", err)
+	}
+	return n, nil
 }

@@ -67,7 +67,7 @@ type queries struct {
 	claimUnkeyed, claimRuns                     string
 	markPublished, deletePublished, retry, dead string
 	release                                     string
-	purge                                       string
+	purge, purgeDead                            string
 	inserted                                    string
 }
 
@@ -225,6 +225,8 @@ func newQueries(t, name string) queries {
 		inserted: `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = ?1), 0)`,
 		purge: `DELETE FROM ` + t + ` WHERE seq IN (
 			SELECT seq FROM ` + t + ` WHERE status = 1 AND published_at < ?1 ORDER BY published_at LIMIT ?2)`,
+		purgeDead: `DELETE FROM ` + t + ` WHERE seq IN (
+			SELECT seq FROM ` + t + ` WHERE status = 2 AND created_at < ?1 ORDER BY created_at, id LIMIT ?2)`,
 	}
 }
 
@@ -273,18 +275,33 @@ func scanRecords(rows *sql.Rows) ([]scanned, error) {
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 // Purge implements stores.Store. SQLite has one writer: concurrent purges
-// take turns, each a short statement of at most p.Limit rows.
+// take turns, each a short transaction of at most p.Limit rows of each
+// kind.
 func (s *Store) Purge(ctx context.Context, p stores.PurgeParams) (int64, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
 	var n int64
 	err := immediate(ctx, s.db, wait{until: time.Now().Add(maxLockWait), gate: s.d.gate}, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.exec(ctx, s.q.purge, p.Before.UnixMicro(), p.Limit)
-		if err == nil {
-			n, err = res.RowsAffected()
+		n = 0
+		for _, k := range []struct {
+			bound time.Time
+			q     string
+		}{{p.Before, s.q.purge}, {p.DeadBefore, s.q.purgeDead}} {
+			if k.bound.IsZero() {
+				continue
+			}
+			res, err := tx.exec(ctx, k.q, k.bound.UnixMicro(), p.Limit)
+			if err != nil {
+				return err
+			}
+			d, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += d
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, wrap("purge", err)

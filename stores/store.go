@@ -28,11 +28,44 @@ type Store interface {
 	// unkeyed records are never blocked. Its cost grows with the number of
 	// pending keys, never with published history.
 	Blocked(ctx context.Context, p BlockedParams) ([]BlockedKey, error)
-	// Dead lists dead records, oldest first (by CreatedAt), filtered by p.
+	// Dead lists dead records, oldest first (by CreatedAt, then ID),
+	// filtered by p and starting after p.After: a keyset page, stable
+	// under concurrent inserts and deletes. Its cost grows with the page
+	// and, for p.Key or p.CreatedBefore, with the dead records of the
+	// range that they filter out — never with pending or published rows.
 	Dead(ctx context.Context, p DeadParams) ([]Record, error)
+	// DeadCount counts the dead records Dead would list over every page:
+	// p's filters (IDs, Topic, Key, CreatedBefore) apply, p.After and
+	// p.Limit do not. Its cost grows with the dead records it counts.
+	DeadCount(ctx context.Context, p DeadParams) (int64, error)
 	// Replay makes dead records pending again with zero attempts, due at
 	// p.Now. It returns how many it revived.
 	Replay(ctx context.Context, p ReplayParams) (int64, error)
+	// Discard deletes the records named in p.IDs that are dead, and only
+	// them: pending and published records, and IDs not found, are left
+	// alone. No IDs deletes nothing. It returns how many it deleted. Its
+	// cost grows with the number of IDs.
+	Discard(ctx context.Context, p DiscardParams) (int64, error)
+	// Republish makes published records (kept by retention, see
+	// relay.Config.Retention) created in [p.From, p.To) pending again,
+	// due at p.Now with zero attempts, oldest first (by CreatedAt, then
+	// ID) and at most p.Limit of them: the relay sends them again, with
+	// their IDs unchanged. It returns how many it made pending; zero when
+	// the range holds no published record (none was created then, or
+	// retention already purged them, or the relay deletes what it
+	// publishes).
+	//
+	// A republished record keeps its place in its key's order (insertion
+	// order): a key's re-sent records go out in their original order, and
+	// before the key's pending records that are newer. Consumers, though,
+	// receive them after the newer events they already had: a re-send
+	// rewinds the key, it does not reorder what was delivered. Inbox
+	// consumers deduplicate by ID and drop every re-sent event they
+	// recorded — a re-send is for a consumer that lost its state (its
+	// inbox with it) or a new one. Its cost
+	// grows with the published records published since p.From (the
+	// published index), never with pending or dead rows.
+	Republish(ctx context.Context, p RepublishParams) (int64, error)
 	// DeadLetter makes pending records dead by hand: the way to let a key
 	// go on past a head that keeps failing. Their last error keeps the
 	// broker's last refusal, with p.Reason beside it ("<reason>; last
@@ -40,8 +73,12 @@ type Store interface {
 	// failed; an empty p.Reason leaves the last error as it was. Records
 	// not pending are left alone. It returns how many it made dead.
 	DeadLetter(ctx context.Context, p DeadLetterParams) (int64, error)
-	// Purge deletes up to p.Limit published records older than p.Before.
-	// Concurrent purges do not block each other.
+	// Purge deletes up to p.Limit published records published before
+	// p.Before, and up to p.Limit dead records created before
+	// p.DeadBefore; a zero bound deletes none of its kind. It returns how
+	// many it deleted of both. Concurrent purges do not block each other.
+	// Its cost grows with the rows it deletes (the published and the dead
+	// indexes).
 	Purge(ctx context.Context, p PurgeParams) (int64, error)
 	// Migrate creates the schema idempotently.
 	Migrate(ctx context.Context) error
@@ -163,12 +200,31 @@ type TopicStats struct {
 	Published int64
 }
 
-// DeadParams filters Dead.
+// DeadParams filters Dead and DeadCount.
 type DeadParams struct {
 	IDs   []uuid.UUID // empty: any
 	Topic string      // empty: all topics
-	Limit int         // zero: 100
+	Key   string      // empty: any key
+	// CreatedBefore keeps records created strictly before it; zero: any
+	// age.
+	CreatedBefore time.Time
+	// After starts the page after this position (exclusive): the Cursor
+	// of the previous page's last record. Nil: from the oldest. DeadCount
+	// ignores it.
+	After *DeadCursor
+	Limit int // zero: 100; DeadCount ignores it
 }
+
+// DeadCursor is a position in the dead list, which is ordered by
+// (CreatedAt, ID). Records inserted or deleted meanwhile do not shift it:
+// the next page starts right after it.
+type DeadCursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// Cursor returns r's position in the dead list, for DeadParams.After.
+func (r Record) Cursor() DeadCursor { return DeadCursor{CreatedAt: r.CreatedAt, ID: r.ID} }
 
 // BlockedParams bounds Blocked.
 type BlockedParams struct {
@@ -194,16 +250,35 @@ type ReplayParams struct {
 	Now   time.Time
 }
 
+// DiscardParams names dead records to delete.
+type DiscardParams struct {
+	IDs []uuid.UUID // empty: none
+}
+
+// RepublishParams selects published records to send again.
+type RepublishParams struct {
+	// From and To bound CreatedAt: From <= CreatedAt < To. Both are
+	// required, From before To.
+	From, To time.Time
+	Topic    string // empty: all topics
+	Key      string // empty: any key
+	Now      time.Time
+	Limit    int // zero: 1000
+}
+
 // DeadLetterParams selects pending records to make dead.
 type DeadLetterParams struct {
 	IDs    []uuid.UUID
 	Reason string
 }
 
-// PurgeParams selects published records to delete.
+// PurgeParams selects published and dead records to delete.
 type PurgeParams struct {
+	// Before bounds published records by PublishedAt; zero: none.
 	Before time.Time
-	Limit  int // zero: 1000
+	// DeadBefore bounds dead records by CreatedAt; zero: none.
+	DeadBefore time.Time
+	Limit      int // of each kind; zero: 1000
 }
 
 // ErrBadIdentifier is returned (wrapped) for a schema or table name that is
