@@ -19,7 +19,7 @@ type collector struct {
 
 	pending, due, scheduled, retrying, dead, lag, storeUp *prometheus.Desc
 	claims, batches, outages, refusals, storeErrors       *prometheus.Desc
-	paused                                                *prometheus.Desc
+	paused, blocked                                       *prometheus.Desc
 
 	// hooked is set once RelayHooks was called: only then is
 	// outbox_relay_paused reported.
@@ -29,6 +29,10 @@ type collector struct {
 	readAt   time.Time  // wall clock: this is caching, not a timestamp
 	stats    []stores.TopicStats
 	statsErr error
+	// blockedKeys are the blocked keys the last read found; blockedOK
+	// says that read succeeded.
+	blockedKeys []stores.BlockedKey
+	blockedOK   bool
 }
 
 func newCollector(m *Metrics) *collector {
@@ -49,6 +53,8 @@ func newCollector(m *Metrics) *collector {
 		outages:     prometheus.NewDesc("outbox_relay_outages_total", "Batches that found the broker unavailable (each pauses the relay).", nil, nil),
 		refusals:    prometheus.NewDesc("outbox_relay_refusals_total", "Batches the broker refused for the relay's configuration (each pauses the relay).", nil, nil),
 		storeErrors: prometheus.NewDesc("outbox_relay_store_errors_total", "Claims or completions of the relay that failed in the store.", nil, nil),
+		blocked: prometheus.NewDesc("outbox_blocked_keys",
+			"Keys held back by a failing head (their oldest pending event failed at least once), by the head's topic: in ordered mode each publishes nothing more until its head succeeds or is dead-lettered. Counts at most Options.MaxBlockedKeys (default 1000).", topic, nil),
 		paused: prometheus.NewDesc("outbox_relay_paused",
 			"1 while the relay is paused as a whole, by reason: unavailable (the broker is down) or refused (the broker refuses the relay's configuration); 0 otherwise.", []string{"reason"}, nil),
 	}
@@ -57,7 +63,7 @@ func newCollector(m *Metrics) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.pending, c.due, c.scheduled, c.retrying, c.dead, c.lag, c.storeUp,
-		c.claims, c.batches, c.outages, c.refusals, c.storeErrors, c.paused} {
+		c.claims, c.batches, c.outages, c.refusals, c.storeErrors, c.paused, c.blocked} {
 		ch <- d
 	}
 }
@@ -103,6 +109,7 @@ func (c *collector) collectStore(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.storeUp, prometheus.GaugeValue, 1)
+	c.collectBlocked(ch)
 	now := c.m.clock.Now()
 	byLabel := map[string]*topicBacklog{}
 	var order []string
@@ -158,6 +165,45 @@ func (c *collector) storeStats(ctx context.Context) ([]stores.TopicStats, error)
 	if err != nil {
 		c.m.opts.Logger.Warn("metrics: reading the outbox's statistics failed", "error", redact.Text(err.Error()))
 	}
+	c.blockedKeys, c.blockedOK = nil, false
+	if err == nil && c.m.opts.MaxBlockedKeys > 0 {
+		bl, berr := c.m.opts.Store.Blocked(ctx, stores.BlockedParams{Limit: c.m.opts.MaxBlockedKeys})
+		if berr != nil {
+			c.m.opts.Logger.Warn("metrics: reading the outbox's blocked keys failed", "error", redact.Text(berr.Error()))
+		}
+		c.blockedKeys, c.blockedOK = bl, berr == nil
+	}
 	c.stats, c.statsErr, c.readAt = stats, err, time.Now()
 	return stats, err
+}
+
+// collectBlocked reports the blocked keys of the last read, by topic
+// label, every label of the read's topics included (with 0), so that a
+// key that is no longer blocked brings its series to 0, not away. It
+// reports nothing when that read of the blocked keys failed. Called after
+// storeStats, it reads the cache under its lock.
+func (c *collector) collectBlocked(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.blockedOK {
+		return
+	}
+	counts := map[string]int{}
+	var order []string
+	add := func(topic string, n int) {
+		l := c.m.topics.label(topic)
+		if _, ok := counts[l]; !ok {
+			order = append(order, l)
+		}
+		counts[l] += n
+	}
+	for i := range c.stats {
+		add(c.stats[i].Topic, 0)
+	}
+	for i := range c.blockedKeys {
+		add(c.blockedKeys[i].Head.Topic, 1)
+	}
+	for _, l := range order {
+		ch <- prometheus.MustNewConstMetric(c.blocked, prometheus.GaugeValue, float64(counts[l]), l)
+	}
 }

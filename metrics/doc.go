@@ -22,11 +22,13 @@
 // Every name starts with outbox_. The relay's hooks feed counters of
 // published events (by topic), publish failures (by topic and reason:
 // unavailable, refused, permanent, other), retries, dead-lettered and
-// deferred events, and histograms of batch sizes, batch durations (claim
-// to completion) and the latency from an event's creation to the broker's
+// deferred events, events whose mark failed after the broker acknowledged
+// them (they are published again), and histograms of batch sizes, batch
+// durations (claim to completion), each step's duration (claim, publish,
+// complete) and the latency from an event's creation to the broker's
 // acknowledgement. On each scrape a collector reads the store's statistics
-// (pending, due, scheduled, retrying and dead events, and the age of the
-// oldest due event: the lag) through a cache of Options.StatsCacheTTL
+// (pending, due, scheduled, retrying and dead events, the age of the
+// oldest due event: the lag, and the keys blocked by a failing head) through a cache of Options.StatsCacheTTL
 // (default 5s) with a timeout of Options.StatsTimeout, so a burst of
 // scrapes costs the database one query; it also reports the relay's own
 // counters (claims, batches, outages, refusals, store errors) and whether

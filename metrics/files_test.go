@@ -32,6 +32,9 @@ func (fixedStore) Stats(context.Context, stores.StatsParams) ([]stores.TopicStat
 	return []stores.TopicStats{{Topic: "orders", Pending: 2, Due: 1, Scheduled: 1, OldestDue: time.Now().Add(-time.Second)}}, nil
 }
 func (fixedStore) ClaimTimeout() time.Duration { return 0 }
+func (fixedStore) Blocked(context.Context, stores.BlockedParams) ([]stores.BlockedKey, error) {
+	return []stores.BlockedKey{{Head: stores.Record{Message: outbox.Message{Topic: "orders", Key: "k"}, Attempts: 1}}}, nil
+}
 
 type nopPublisher struct{}
 
@@ -57,7 +60,10 @@ func touched(t *testing.T) (*prometheus.Registry, map[string]dto.MetricType) {
 	h := m.RelayHooks(relay.Hooks{})
 	h.AfterPublish([]outbox.Message{{Topic: "orders", CreatedAt: time.Now()}, {Topic: "orders"}},
 		[]error{nil, publishers.Unavailable(os.ErrDeadlineExceeded)})
-	h.AfterComplete(relay.BatchResult{Claimed: 2, Published: 1, Retried: 1, Dead: 1, Deferred: 1, Elapsed: time.Millisecond})
+	h.AfterComplete(relay.BatchResult{Claimed: 2, Published: 1, Retried: 1, Dead: 1, Deferred: 1, Elapsed: time.Millisecond,
+		ClaimElapsed: time.Microsecond, PublishElapsed: time.Microsecond, CompleteElapsed: time.Microsecond})
+	h.AfterClaim(relay.ClaimResult{Claimed: 2, Elapsed: time.Microsecond})
+	h.AfterCompleteFailed(relay.BatchResult{Claimed: 1, Published: 1}, os.ErrDeadlineExceeded)
 	s := m.SubscriberHooks(subscribers.Hooks{})
 	s.AfterSettle(subscribers.Settlement{Message: inbox.Message{Topic: "orders"}, Action: subscribers.ActionAck, Outcome: inbox.Duplicate})
 	mfs, err := reg.Gather()
@@ -86,8 +92,8 @@ func TestMetricNamesLint(t *testing.T) {
 			t.Errorf("metric %s: not prefixed outbox_", name)
 		}
 	}
-	if len(kinds) != 23 {
-		t.Errorf("%d metrics, want 23 (update this test, and docs/operations.md, when adding one): %v", len(kinds), kinds)
+	if len(kinds) != 28 {
+		t.Errorf("%d metrics, want 28 (update this test, and docs/operations.md, when adding one): %v", len(kinds), kinds)
 	}
 }
 

@@ -50,7 +50,31 @@ func (m *Metrics) RelayHooks(next relay.Hooks) relay.Hooks {
 				next.AfterComplete(res)
 			}
 		},
+		AfterClaim: func(c relay.ClaimResult) {
+			m.afterClaim(c)
+			if next.AfterClaim != nil {
+				next.AfterClaim(c)
+			}
+		},
+		AfterCompleteFailed: func(res relay.BatchResult, err error) {
+			m.afterCompleteFailed(res)
+			if next.AfterCompleteFailed != nil {
+				next.AfterCompleteFailed(res, err)
+			}
+		},
 	}
+}
+
+func (m *Metrics) afterClaim(c relay.ClaimResult) {
+	m.claimDuration.Observe(c.Elapsed.Seconds())
+}
+
+// afterCompleteFailed counts a batch whose outcome the store did not
+// take: its acknowledged events will be published again.
+func (m *Metrics) afterCompleteFailed(res relay.BatchResult) {
+	m.publishDuration.Observe(res.PublishElapsed.Seconds())
+	m.completeDuration.Observe(res.CompleteElapsed.Seconds())
+	m.unmarked.Add(float64(res.Published))
 }
 
 func (m *Metrics) afterPublish(msgs []outbox.Message, errs []error) {
@@ -77,6 +101,8 @@ func (m *Metrics) afterComplete(res relay.BatchResult) {
 	if res.Claimed > 0 {
 		m.batchSize.Observe(float64(res.Claimed))
 		m.batchDuration.Observe(res.Elapsed.Seconds())
+		m.publishDuration.Observe(res.PublishElapsed.Seconds())
+		m.completeDuration.Observe(res.CompleteElapsed.Seconds())
 	}
 	m.retried.Add(float64(res.Retried))
 	m.deadLettered.Add(float64(res.Dead))

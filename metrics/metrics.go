@@ -24,6 +24,9 @@ const (
 	// DefaultStatsCacheTTL is how long one read of the store's statistics
 	// serves scrapes and readiness probes.
 	DefaultStatsCacheTTL = 5 * time.Second
+	// DefaultMaxBlockedKeys is how many blocked keys one read of the
+	// store counts at most.
+	DefaultMaxBlockedKeys = 1000
 	// OtherTopic is the label value of every topic past the allow-list or
 	// the cap.
 	OtherTopic = "other"
@@ -39,6 +42,10 @@ var (
 	DefaultBatchDurationBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
 	// DefaultBatchSizeBuckets are outbox_batch_size's: 1 to 10,000 events.
 	DefaultBatchSizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
+	// DefaultStepBuckets are the buckets of outbox_claim_duration_seconds,
+	// outbox_publish_duration_seconds and outbox_complete_duration_seconds:
+	// 0.25 ms to about 16 s.
+	DefaultStepBuckets = prometheus.ExponentialBuckets(0.00025, 2, 17)
 )
 
 // Options configure Metrics. Nil, and every zero field, means the default.
@@ -75,6 +82,14 @@ type Options struct {
 	// histograms' buckets. Default DefaultLatencyBuckets,
 	// DefaultBatchDurationBuckets, DefaultBatchSizeBuckets.
 	LatencyBuckets, BatchDurationBuckets, BatchSizeBuckets []float64
+	// StepBuckets are the buckets of the claim, publish and complete
+	// durations. Default DefaultStepBuckets.
+	StepBuckets []float64
+	// MaxBlockedKeys caps the keys one read of the store counts for
+	// outbox_blocked_keys (Store.Blocked's limit; the read's cost grows
+	// with it). Default DefaultMaxBlockedKeys (1000); negative: no
+	// outbox_blocked_keys.
+	MaxBlockedKeys int
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -106,6 +121,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.BatchSizeBuckets == nil {
 		out.BatchSizeBuckets = DefaultBatchSizeBuckets
 	}
+	if out.StepBuckets == nil {
+		out.StepBuckets = DefaultStepBuckets
+	}
+	if out.MaxBlockedKeys == 0 {
+		out.MaxBlockedKeys = DefaultMaxBlockedKeys
+	}
 	var errs []error
 	if out.StatsTimeout < 0 {
 		errs = append(errs, fmt.Errorf("StatsTimeout %v: must not be negative", out.StatsTimeout))
@@ -130,14 +151,18 @@ type Metrics struct {
 	topics *topicLabels
 	clock  outbox.Clock
 
-	published      *prometheus.CounterVec
-	failures       *prometheus.CounterVec
-	retried        prometheus.Counter
-	deadLettered   prometheus.Counter
-	deferred       prometheus.Counter
-	batchSize      prometheus.Histogram
-	batchDuration  prometheus.Histogram
-	publishLatency prometheus.Histogram
+	published        *prometheus.CounterVec
+	failures         *prometheus.CounterVec
+	retried          prometheus.Counter
+	deadLettered     prometheus.Counter
+	deferred         prometheus.Counter
+	batchSize        prometheus.Histogram
+	batchDuration    prometheus.Histogram
+	publishLatency   prometheus.Histogram
+	claimDuration    prometheus.Histogram
+	publishDuration  prometheus.Histogram
+	completeDuration prometheus.Histogram
+	unmarked         prometheus.Counter
 
 	deliveries *prometheus.CounterVec
 	duplicates *prometheus.CounterVec
@@ -197,6 +222,25 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 		Help:    "Time from an event's creation (its enqueue in the writer's transaction, or its NotBefore when later) to the broker's acknowledgement, by the relay's clock: it includes any clock skew between the writer and the relay, and retry backoff.",
 		Buckets: o.LatencyBuckets,
 	})
+	m.claimDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "outbox_claim_duration_seconds",
+		Help:    "Time one claim took in the store, empty and failed ones included.",
+		Buckets: o.StepBuckets,
+	})
+	m.publishDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "outbox_publish_duration_seconds",
+		Help:    "Time a non-empty batch's publish took, from its first send to the broker's last acknowledgement (or the publish timeout).",
+		Buckets: o.StepBuckets,
+	})
+	m.completeDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "outbox_complete_duration_seconds",
+		Help:    "Time the store took to record a batch's outcome (mark or delete published events, schedule retries, make dead), failed completions included.",
+		Buckets: o.StepBuckets,
+	})
+	m.unmarked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "outbox_unmarked_published_events_total",
+		Help: "Events the broker acknowledged whose mark failed in the store: each is published again once its claim expires (a duplicate the inbox drops; the at-least-once cost).",
+	})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outbox_subscriber_deliveries_total",
 		Help: "Deliveries a subscriber settled, by topic and action: ack (handled, or a duplicate), retry, dead-letter, release (a stop cut the handler short).",
@@ -207,7 +251,8 @@ func New(reg prometheus.Registerer, opts *Options) (*Metrics, error) {
 	}, []string{"topic"})
 	m.coll = newCollector(m)
 	cs := []prometheus.Collector{m.published, m.failures, m.retried, m.deadLettered, m.deferred,
-		m.batchSize, m.batchDuration, m.publishLatency, m.deliveries, m.duplicates, m.coll}
+		m.batchSize, m.batchDuration, m.publishLatency, m.claimDuration, m.publishDuration, m.completeDuration,
+		m.unmarked, m.deliveries, m.duplicates, m.coll}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

@@ -134,6 +134,27 @@ type Hooks struct {
 	AfterPublish func(msgs []outbox.Message, errs []error)
 	// AfterComplete is called when a batch's outcome is stored.
 	AfterComplete func(BatchResult)
+	// AfterClaim is called after every claim, empty and failed ones
+	// included.
+	AfterClaim func(ClaimResult)
+	// AfterCompleteFailed is called when storing a batch's outcome
+	// failed (err): the batch's events stay as they were, claimed until
+	// the claim times out, and are claimed and sent again then. res
+	// counts the outcome that was lost: res.Published events the broker
+	// had acknowledged will be published again (the duplicates of
+	// at-least-once delivery, which the inbox drops).
+	AfterCompleteFailed func(res BatchResult, err error)
+}
+
+// ClaimResult says how one claim went.
+type ClaimResult struct {
+	// Claimed counts the events claimed; zero for an empty or failed
+	// claim.
+	Claimed int
+	// Elapsed is the claim's duration (wall clock).
+	Elapsed time.Duration
+	// Err is the claim's error, nil when it succeeded.
+	Err error
 }
 
 // BatchResult counts what happened to one batch.
@@ -148,6 +169,11 @@ type BatchResult struct {
 	Deferred int
 	// Elapsed is the time from claim to completion (wall clock).
 	Elapsed time.Duration
+	// ClaimElapsed, PublishElapsed and CompleteElapsed are Elapsed's
+	// parts (wall clock): the claim; the publish, from the first send to
+	// the last acknowledgement; and the completion in the store (or its
+	// failed attempt).
+	ClaimElapsed, PublishElapsed, CompleteElapsed time.Duration
 }
 
 // Defaults for Config.

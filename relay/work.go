@@ -123,16 +123,21 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
 	defer cancel()
 	b, err := r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey})
+	res := BatchResult{ClaimElapsed: time.Since(start)}
 	if err != nil {
+		r.afterClaim(ClaimResult{Elapsed: res.ClaimElapsed, Err: err})
 		return 0, err
 	}
 	r.stats.claims.Add(1)
 	defer b.Abort(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Complete
 	recs := b.Records()
+	r.afterClaim(ClaimResult{Claimed: len(recs), Elapsed: res.ClaimElapsed})
 	if len(recs) == 0 {
 		return 0, nil
 	}
+	sent := time.Now()
 	errs, err := r.publishBatch(ctx, b, recs)
+	res.PublishElapsed = time.Since(sent)
 	if err != nil {
 		return len(recs), err
 	}
@@ -149,7 +154,7 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 
 	now := r.cfg.Clock.Now()
 	o := stores.Outcome{Now: now, DeletePublished: r.cfg.Retention == 0}
-	res := BatchResult{Claimed: len(recs)}
+	res.Claimed = len(recs)
 	var outage, refused error
 	for i, err := range errs {
 		rec := &recs[i]
@@ -192,11 +197,17 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	// acknowledged events must not be published again needlessly.
 	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StoreTimeout)
 	defer dcancel()
-	if err := b.Complete(dctx, o); err != nil {
-		return len(recs), err
-	}
+	completing := time.Now()
+	err = b.Complete(dctx, o)
+	res.CompleteElapsed = time.Since(completing)
 	res.Published, res.Retried, res.Dead = len(o.Published), len(o.Retry), len(o.Dead)
 	res.Elapsed = time.Since(start)
+	if err != nil {
+		if h := r.cfg.Hooks.AfterCompleteFailed; h != nil {
+			h(res, err)
+		}
+		return len(recs), err
+	}
 	r.stats.batches.Add(1)
 	r.stats.published.Add(int64(res.Published))
 	r.stats.retried.Add(int64(res.Retried))
@@ -213,6 +224,13 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 		return len(recs), errors.Join(errOutage, outage)
 	}
 	return len(recs), nil
+}
+
+// afterClaim calls the AfterClaim hook, when there is one.
+func (r *Relay) afterClaim(c ClaimResult) {
+	if h := r.cfg.Hooks.AfterClaim; h != nil {
+		h(c)
+	}
 }
 
 // blocksKey reports whether a failure of rec holds its key: a keyed event
