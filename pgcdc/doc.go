@@ -66,7 +66,9 @@
 // Heartbeats (pg_logical_emit_message) keep the slot's confirmed position
 // moving on an idle outbox, so the slot pins no WAL. SlotStatusOf and
 // Relay.Status read the slot's lag, retained WAL and wal_status, and fail
-// with ErrSlotLost when the server invalidated it.
+// with ErrSlotLost when the server invalidated it; Relay.Behind is the
+// relay's lag in time. `outbox status` lists the slots, and the metrics
+// module reports them (metrics.RegisterCDC).
 //
 // # Limits
 //

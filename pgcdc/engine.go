@@ -38,7 +38,8 @@ type keyq struct {
 // confirmable once it is committed, all its events are done (acknowledged
 // and marked, or dead), and so is every transaction before it.
 type txn struct {
-	xid       uint32 // the transaction's id, 0 for a heartbeat
+	xid       uint32    // the transaction's id, 0 for a heartbeat
+	commit    time.Time // its commit time, zero for a heartbeat
 	end       pglogrepl.LSN
 	open      int
 	committed bool

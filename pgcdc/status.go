@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -74,4 +75,27 @@ func (r *Relay) Status(ctx context.Context) (SlotStatus, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return SlotStatusOf(ctx, conn, r.cfg.Slot)
+}
+
+// Behind is how long ago the oldest transaction the relay has read and not
+// yet finished (published and marked, every transaction before it too)
+// committed, by Config.Clock: the relay's lag in time, 0 when it is caught
+// up. A relay that is not streaming (a hot standby, or reconnecting) holds
+// nothing and reports 0; its slot's Lag (Status) still says how far behind
+// the slot is, in bytes.
+func (r *Relay) Behind() time.Duration {
+	e := r.eng
+	e.mu.Lock()
+	var oldest time.Time
+	for _, t := range e.txns {
+		if !t.commit.IsZero() {
+			oldest = t.commit
+			break
+		}
+	}
+	e.mu.Unlock()
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(0, r.cfg.Clock.Now().Sub(oldest))
 }

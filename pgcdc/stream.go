@@ -232,7 +232,7 @@ func (s *stream) logical(ctx context.Context, x pglogrepl.XLogData) error {
 		}
 		s.rels[m.RelationID] = newRelation(m, schema, table)
 	case *pglogrepl.BeginMessage:
-		s.cur = &txn{xid: m.Xid}
+		s.cur = &txn{xid: m.Xid, commit: m.CommitTime}
 		s.commitTime = m.CommitTime
 		e.mu.Lock()
 		e.txns = append(e.txns, s.cur)
