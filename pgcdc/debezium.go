@@ -21,7 +21,7 @@ import (
 // nothing to it (applications usually insert and delete at once, as
 // Debezium advises), events are never delayed, and a dead event is written
 // to this project's outbox table (Config.Schema and Config.Table, made by
-// `outbox migrate`), where `outbox dead` lists it and `outbox replay`
+// `outbox migrate`), where `outbox dead` lists it and `outbox dead retry`
 // sends it again.
 type DebeziumTable struct {
 	// Schema and Table name the table. Default "public" and "outbox".

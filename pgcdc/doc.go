@@ -59,7 +59,7 @@
 // published from the stream: its row stays pending (in InsertDelete mode
 // the relay writes it back, pending) and a timer-driven sweep publishes it
 // once due, every PollInterval: never early, and a restart loses nothing.
-// The same sweep publishes dead events replayed with `outbox replay`.
+// The same sweep publishes dead events retried with `outbox dead retry`.
 //
 // # Slot health
 //

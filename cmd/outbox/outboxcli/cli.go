@@ -1,5 +1,6 @@
 // Package outboxcli is the outbox command line: `outbox migrate`, `relay`,
-// `status`, `dead`, `dead-letter`, `replay` and `demo`. It is importable so
+// `status`, `dead` (list, show, retry, discard), `dead-letter`, `replay`,
+// `purge`, `ui` and `demo`. It is importable so
 // that a program can embed the commands (or test them) without a
 // subprocess.
 package outboxcli
@@ -104,7 +105,7 @@ by a signal has done as asked and exits 0.`,
 	pf.StringVar(&g.table, "table", "messages", "name of the outbox table, not empty")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g), newDemo(g))
+	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g), newPurge(g), newDemo(g), newUI(g))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		g.onCommandLine = map[string]bool{}
 		cmd.Flags().Visit(func(f *pflag.Flag) { g.onCommandLine[f.Name] = true })

@@ -59,8 +59,8 @@ func TestBadInput(t *testing.T) {
 	failsWith(t, []string{"status", "--database-url", "not a url"}, "not a URL")
 	failsWith(t, []string{"status", "--database-url", "postgres://bob:s3cret@127.0.0.1:1/app"}, "cannot reach PostgreSQL", "bob:xxxxx@127.0.0.1:1")
 	failsWith(t, []string{"migrate", "--print", "--table", "x;drop"}, "not a valid SQL identifier")
-	failsWith(t, []string{"replay"}, "--all")
-	failsWith(t, []string{"replay", "nope"}, "not an event ID")
+	failsWith(t, []string{"dead", "retry"}, "--all")
+	failsWith(t, []string{"dead", "retry", "nope"}, "not an event ID")
 	failsWith(t, []string{"dead-letter", "nope"}, "not an event ID")
 	failsWith(t, []string{"relay", "--keyed-failure", "skip", "--database-url", pgtest.URL()}, "--keyed-failure")
 	failsWith(t, []string{"relay", "--database-url", pgtest.URL(), "--broker-url", "gopher://x"}, "unsupported scheme")
@@ -291,12 +291,12 @@ func TestDeadLetterListReplay(t *testing.T) {
 		t.Fatalf("dead: exit %d\n%s", code, out)
 	}
 	// A keyed event: replay says it goes out of order, and wants to be told.
-	code, out, stderr = run(t, ctx, append([]string{"replay", "--all"}, db...)...)
+	code, out, stderr = run(t, ctx, append([]string{"dead", "retry", "--all"}, db...)...)
 	if code != 1 || !strings.Contains(out, "out of order: "+id.String()) || !strings.Contains(stderr, "--out-of-order") {
 		t.Fatalf("replay without --out-of-order: exit %d\n%s%s", code, out, stderr)
 	}
-	code, out, _ = run(t, ctx, append([]string{"replay", "--all", "--out-of-order"}, db...)...)
-	if code != 0 || !strings.Contains(out, "replayed 1 dead events") {
+	code, out, _ = run(t, ctx, append([]string{"dead", "retry", "--all", "--out-of-order"}, db...)...)
+	if code != 0 || !strings.Contains(out, "retried 1 dead events") {
 		t.Fatalf("replay: exit %d\n%s", code, out)
 	}
 	code, out, _ = run(t, ctx, append([]string{"status"}, db...)...)

@@ -22,6 +22,7 @@ var databaseFlags = []string{"database-url", "schema", "table"}
 
 func newDemo(g *globals) *cobra.Command {
 	var o saga.Options
+	var uiAddr string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the outbox pattern's saga in-process: SQLite, embedded NATS, a broker outage, no setup",
@@ -57,6 +58,9 @@ cleans up and exits 130. The code is cmd/outbox/internal/saga in the outbox repo
 			c.intIn("relays", o.Relays, 1, maxDemoRelays)
 			c.durIn("outage", o.Outage, 0, time.Hour)
 			c.durIn("timeout", o.Timeout, time.Second, 24*time.Hour)
+			if uiAddr != "" {
+				checkUIAddr(c, "ui", uiAddr, "", "the demo's dashboard takes no token: give a loopback address")
+			}
 			if err := c.err(); err != nil {
 				return err
 			}
@@ -71,6 +75,9 @@ cleans up and exits 130. The code is cmd/outbox/internal/saga in the outbox repo
 			} else {
 				o.Logger = slog.New(slog.DiscardHandler) // the progress lines tell the story
 			}
+			if uiAddr != "" {
+				o.Watch = &demoUI{ctx: cmd.Context(), addr: uiAddr, out: g.stdout, log: o.Logger}
+			}
 			_, err := saga.Run(cmd.Context(), o, g.stdout)
 			return err
 		},
@@ -82,6 +89,8 @@ cleans up and exits 130. The code is cmd/outbox/internal/saga in the outbox repo
 	f.BoolVar(&o.Crash, "crash", false, "make a relay die between publish and mark, once")
 	f.StringVar(&o.DataDir, "data-dir", "", "keep the SQLite files and the broker's store in this directory (default: a temporary directory, removed at the end)")
 	f.DurationVar(&o.Timeout, "timeout", saga.DefaultTimeout, "how long the whole demo may take, outage included, 1s to 24h")
+	f.StringVar(&uiAddr, "ui", "", "serve the web dashboard of the orders service's outbox on this loopback host:port (--ui alone: "+defaultUIAddr+"), and keep it up after the run until Ctrl-C")
+	f.Lookup("ui").NoOptDefVal = defaultUIAddr
 	// The database flags are every other command's; hide them here.
 	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
 		for _, name := range databaseFlags {

@@ -79,7 +79,10 @@ func TestFlagFromEnvironment(t *testing.T) {
 }
 
 func TestEmptyIdentifiers(t *testing.T) {
-	for _, cmd := range [][]string{{"migrate"}, {"status"}, {"dead"}, {"relay"}, {"replay", "--all"}, {"migrate", "--print"}} {
+	for _, cmd := range [][]string{
+		{"migrate"}, {"status"}, {"dead"}, {"relay"}, {"dead", "retry", "--all"}, {"migrate", "--print"},
+		{"replay", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"}, {"purge", "--dead-older-than", "1h"},
+	} {
 		rejected(t, append(append(cmd, unreachableDB...), "--schema", ""), "--schema is empty")
 		rejected(t, append(append(cmd, unreachableDB...), "--table", ""), "--table is empty")
 		rejected(t, append(append(cmd, "--database-url", "mysql://root@127.0.0.1:1/x"), "--schema", ""), "--schema is empty")
@@ -90,8 +93,8 @@ func TestEmptyIdentifiers(t *testing.T) {
 func TestListFlags(t *testing.T) {
 	rejected(t, append([]string{"dead", "--limit", "0"}, unreachableDB...), "--limit 0", "1 to 10000")
 	rejected(t, append([]string{"dead", "--limit", "-3"}, unreachableDB...), "--limit -3")
-	rejected(t, append([]string{"replay", "--all", "--limit", "0"}, unreachableDB...), "--limit 0")
-	rejected(t, append([]string{"replay", "--topic", "x", "01a2315b-56b8-7cb8-95f2-01c9b8497ea1"}, unreachableDB...), "--topic goes with --all")
+	rejected(t, append([]string{"dead", "retry", "--all", "--limit", "0"}, unreachableDB...), "--limit 0")
+	rejected(t, append([]string{"dead", "retry", "--topic", "x", "01a2315b-56b8-7cb8-95f2-01c9b8497ea1"}, unreachableDB...), "--topic, --key and --older-than go with --all")
 	rejected(t, append([]string{"dead-letter", "--reason", "", "01a2315b-56b8-7cb8-95f2-01c9b8497ea1"}, unreachableDB...), "--reason is empty")
 }
 

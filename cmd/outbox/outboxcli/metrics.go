@@ -48,6 +48,12 @@ func listenMetrics(ctx context.Context, addr string, store stores.Store, log *sl
 // stop is called.
 func (rm *relayMetrics) serve(r *relay.Relay, maxLag time.Duration, log *slog.Logger) (stop func()) {
 	rm.m.SetRelay(r)
+	return rm.start(maxLag, log)
+}
+
+// start serves /metrics, /healthz and /readyz until the returned stop is
+// called.
+func (rm *relayMetrics) start(maxLag time.Duration, log *slog.Logger) (stop func()) {
 	srv := &http.Server{Handler: rm.m.ServeMux(rm.reg, &metrics.HealthOptions{MaxLag: maxLag}), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
+	"github.com/outboxgo/outbox/ui"
 )
 
 // Bounds of the relay's flags, in --help.
@@ -44,6 +45,9 @@ type relayFlags struct {
 	claimTimeout time.Duration
 	metricsAddr  string
 	readyMaxLag  time.Duration
+	uiAddr       string
+	uiToken      string
+	otel         bool
 	cfg          relay.Config
 	// --mode cdc: the pgcdc relay's settings.
 	mode        string
@@ -68,7 +72,7 @@ the broker has acknowledged the one before, many keys at once.
 A failed event is retried with exponential backoff. An unkeyed one becomes
 dead after --max-attempts; a keyed one holds its key until it succeeds or is
 dead-lettered by hand ('outbox dead-letter ID'), unless --keyed-failure is
-dead-letter. See 'outbox status', 'outbox dead' and 'outbox replay'. While
+dead-letter. See 'outbox status' and 'outbox dead' ('outbox dead retry'). While
 the broker is unreachable the relay pauses as a whole and charges no event
 an attempt; one started while the broker is unreachable waits for it (see
 --broker-wait). A broker that refuses the configuration (credentials, an
@@ -112,6 +116,9 @@ the flag named after it, where there is one (--stream), overrides the URL's:
 	fl.IntVar(&f.cfg.PerKey, "per-key", relay.DefaultPerKey, "ordered mode only: the most events of one key a batch takes, sent one after another (1: each key's oldest only); at most --batch-size")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this host:port, e.g. 127.0.0.1:9090 (empty: none)")
 	fl.DurationVar(&f.readyMaxLag, "ready-max-lag", metrics.DefaultMaxLag, "with --metrics-addr: /readyz fails once the oldest due event has waited longer (negative: never)")
+	fl.StringVar(&f.uiAddr, "ui-addr", "", "serve the web dashboard, with this relay's counters, on this host:port, e.g. 127.0.0.1:8080 (empty: none; see 'outbox ui')")
+	fl.StringVar(&f.uiToken, "ui-token", "", "with --ui-addr: the token every dashboard request must carry; required off loopback")
+	fl.BoolVar(&f.otel, "otel", false, "export a span per publish over OTLP, linked to each event's trace context; configured by the standard OTEL_* environment (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME, …; see docs/tracing.md)")
 	fl.StringVar(&f.mode, "mode", "poll", "poll: claim pending rows (any database); cdc: stream them from PostgreSQL's write-ahead log (logical replication: wal_level=logical, a role with REPLICATION; see docs/cdc.md)")
 	fl.StringVar(&f.slot, "slot", pgcdc.DefaultSlot, "--mode cdc only: the logical replication slot, created when missing (a second relay on it waits as a hot standby)")
 	fl.StringVar(&f.publication, "publication", pgcdc.DefaultPublication, "--mode cdc only: the publication of the outbox table's inserts, created when missing")
@@ -154,6 +161,17 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 	} else if cmd.Flags().Changed("ready-max-lag") {
 		c.add(fmt.Errorf("%s needs %s: it tunes /readyz", g.flagRef(cmd, "ready-max-lag"), g.flagRef(cmd, "metrics-addr")))
 	}
+	if f.otel {
+		if err := checkTracing(); err != nil {
+			c.add(fmt.Errorf("%s: %w", g.flagRef(cmd, "otel"), err))
+		}
+	}
+	if f.uiAddr != "" {
+		checkUIAddr(c, "ui-addr", f.uiAddr, f.uiToken, "set --ui-token or "+uiTokenEnv)
+		c.conflict("mode", "ui-addr", "the dashboard shows the polling relay's counters; use 'outbox ui' beside --mode cdc")
+	} else if cmd.Flags().Changed("ui-token") {
+		c.add(fmt.Errorf("%s needs %s", g.flagRef(cmd, "ui-token"), g.flagRef(cmd, "ui-addr")))
+	}
 	if f.cfg.Unordered {
 		c.conflict("keyed-failure", "unordered", "--keyed-failure says what a failing event does to its key's order, and --unordered keeps none")
 		c.conflict("per-key", "unordered", "--per-key bounds the events of a key sent one after another, and --unordered sends them all at once")
@@ -186,7 +204,6 @@ func (f *relayFlags) validate(cmd *cobra.Command, g *globals) error {
 		for _, name := range []string{"workers", "no-listen", "unordered", "claim-timeout", "store-timeout"} {
 			c.conflict("mode", name, "--"+name+" is the polling relay's; --mode cdc claims nothing")
 		}
-		c.conflict("mode", "metrics-addr", "the CDC relay has no metrics endpoint yet (see docs/cdc.md)")
 	default:
 		c.failf("mode", "%q: want poll or cdc", f.mode)
 	}
@@ -216,7 +233,17 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 			return err
 		}
 		defer func() { _ = rm.ln.Close() }() // a no-op once served and shut down
-		f.cfg.Hooks = rm.m.RelayHooks(f.cfg.Hooks)
+		if f.mode != "cdc" {
+			f.cfg.Hooks = rm.m.RelayHooks(f.cfg.Hooks)
+		}
+	}
+	// Bind --ui-addr before the broker too.
+	var us *uiServer
+	if f.uiAddr != "" {
+		if us, err = listenUI(ctx, "--ui-addr", f.uiAddr, &ui.Options{Store: d.store, Token: f.uiToken, Title: d.where, Logger: log}); err != nil {
+			return err
+		}
+		defer func() { _ = us.ln.Close() }() // a no-op once served and shut down
 	}
 	if f.rawBrokerURL == "" {
 		stop, err := f.startEmbedded(cmd, g, log)
@@ -224,6 +251,15 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 			return err
 		}
 		defer stop()
+	}
+	var tr *tracing
+	if f.otel {
+		if tr, err = startTracing(ctx, log); err != nil {
+			return err
+		}
+		if tr != nil {
+			defer tr.shutdown(log) // after the relay stops: its last spans
+		}
 	}
 	pub, where, err := f.connect(cmd, log)
 	if ctx.Err() != nil {
@@ -236,10 +272,14 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 		return err
 	}
 	defer pub.Close()
+	if tr != nil {
+		pub = tr.wrap(pub, brokerScheme(f.rawBrokerURL))
+		log.Info("exporting traces", "to", tr.where)
+	}
 
 	f.cfg.Logger = log
 	if f.mode == "cdc" {
-		return runCDC(cmd, g, f, d, pub, where)
+		return runCDC(cmd, g, f, d, pub, where, rm)
 	}
 	r, err := relay.New(d.store, pub, &f.cfg)
 	if err != nil {
@@ -247,6 +287,11 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 	}
 	if rm != nil {
 		stop := rm.serve(r, f.readyMaxLag, log)
+		defer stop()
+	}
+	if us != nil {
+		us.addRelay("this relay", r)
+		stop := us.serve(ctx, log)
 		defer stop()
 	}
 	log.Info("relaying", "database", d.where, "broker", where, "table", d.table)
@@ -260,7 +305,7 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 
 // runCDC streams the outbox from PostgreSQL's write-ahead log to pub until
 // interrupted (outbox relay --mode cdc; see docs/cdc.md).
-func runCDC(cmd *cobra.Command, g *globals, f *relayFlags, d *db, pub publishers.Publisher, where string) error {
+func runCDC(cmd *cobra.Command, g *globals, f *relayFlags, d *db, pub publishers.Publisher, where string, rm *relayMetrics) error {
 	log := f.cfg.Logger
 	rows, _ := pgcdc.ParseMode(f.cdcRows) // validated
 	cfg := &pgcdc.Config{
@@ -270,9 +315,19 @@ func runCDC(cmd *cobra.Command, g *globals, f *relayFlags, d *db, pub publishers
 		MaxAttempts: f.cfg.MaxAttempts, KeyedFailure: f.cfg.KeyedFailure, PollInterval: f.cfg.PollInterval,
 		ShutdownTimeout: f.cfg.ShutdownTimeout, Logger: log,
 	}
+	if rm != nil {
+		cfg.Hooks.AfterPublish = rm.m.PublishHook(nil)
+	}
 	r, err := pgcdc.New(cfg, pub)
 	if err != nil {
 		return err
+	}
+	if rm != nil {
+		stop, err := rm.serveCDC(r, f.readyMaxLag, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	log.Info("relaying from the write-ahead log", "database", d.where, "broker", where, "table", d.table,
 		"slot", f.slot, "publication", f.publication, "rows", rows.String())

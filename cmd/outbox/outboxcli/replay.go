@@ -1,10 +1,10 @@
 package outboxcli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxgo/outbox/stores"
@@ -12,42 +12,40 @@ import (
 
 func newReplay(g *globals) *cobra.Command {
 	var (
-		topic      string
-		all        bool
-		outOfOrder bool
-		limit      int
+		from, to, topic, key string
+		limit                int
+		asJSON               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "replay [ID...]",
-		Short: "Make dead events pending again (by ID, or --all of a --topic)",
-		Long: `replay makes dead events pending again, with their attempts reset, so the
-relay publishes them. Name them by ID, or choose --all (optionally with
---topic): the oldest --limit dead events; run it again for more.
+		Use:   "replay --from T --to T",
+		Short: "Send published events of a time range again (kept by relay --retention), with their IDs",
+		Long: `replay makes published events created in [--from, --to) — of --topic and
+--key when given — pending again, the oldest --limit of them, so the relay
+sends them again with their IDs unchanged. Times are RFC 3339
+(2026-01-02T15:04:05Z). Run it again for more.
 
-Keyed events and order. A dead keyed event is one its key went past: it was
-dead-lettered (by --keyed-failure dead-letter, or by hand with 'outbox
-dead-letter') and the key's later events were published while it was dead.
-Replayed, it is published AFTER them: out of its key's order (a consumer of
-key K sees 2, 3, then 1). And under --keyed-failure block (the default) it
-becomes its key's head again: if it still fails, it blocks the key anew,
-holding back every later event of the key, including those enqueued after
-the replay, until it succeeds or is dead-lettered again.
+Only events still in the table can be sent again: a relay keeps published
+events only with --retention (marked published for that long, then purged);
+without it, it deletes each event once the broker has it. When the range
+holds no published event, replay says so and fails.
 
-So replay lists every keyed event it would replay, and replays none of them
-unless --out-of-order says that is what you want.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
-			if err != nil {
-				return err
-			}
+Order and inboxes. A key's re-sent events go out in their original order,
+but after the key's newer events that consumers already have: a replay
+rewinds the key. Inbox consumers deduplicate by event ID and drop every
+event they recorded, so a replay is for a consumer that lost its state (its
+inbox with it) or a new consumer. (Earlier releases' 'outbox replay' retried
+dead events: that is now 'outbox dead retry'.)
+
+--json prints {"republished": N, "from": time, "to": time, "more": bool}.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := g.checks(cmd)
-			switch {
-			case len(ids) == 0 && !all:
-				c.add(fmt.Errorf("name the events to replay by ID, or pass --all"))
-			case len(ids) > 0 && all:
-				c.add(fmt.Errorf("give IDs or --all, not both"))
-			case len(ids) > 0 && topic != "":
-				c.add(fmt.Errorf("--topic goes with --all, not with IDs"))
+			c.notEmpty("from", from, "the start of the range (RFC 3339)")
+			c.notEmpty("to", to, "the end of the range (RFC 3339)")
+			p := stores.RepublishParams{From: c.timeFlag("from", from), To: c.timeFlag("to", to),
+				Topic: topic, Key: key, Limit: limit}
+			if !p.From.IsZero() && !p.To.IsZero() && !p.From.Before(p.To) {
+				c.add(fmt.Errorf("--from %s is not before --to %s: the range is empty", display(from), display(to)))
 			}
 			c.intIn("limit", limit, 1, maxListLimit)
 			g.checkDB(c)
@@ -60,75 +58,55 @@ unless --out-of-order says that is what you want.`,
 				return err
 			}
 			defer d.close()
-
-			// What would be replayed: the named events that are dead, or
-			// the oldest --limit dead events of --topic.
-			p := stores.DeadParams{IDs: ids, Limit: len(ids)}
-			if all {
-				p = stores.DeadParams{Topic: topic, Limit: limit + 1}
-			}
-			recs, err := d.store.Dead(ctx, p)
+			p.Now = time.Now()
+			n, err := d.store.Republish(ctx, p)
 			if err != nil {
 				return schemaMissing(err, d)
 			}
-			lim := limit
-			if len(ids) > 0 {
-				recs, lim = only(recs, ids), len(ids)
+			if n == 0 {
+				return errors.New("no published events created in that range" + replayScope(topic, key) +
+					" are in the table: replayed none (a relay keeps published events only with --retention, and purges them after it)")
 			}
-			more := len(recs) > lim
-			recs = recs[:min(len(recs), lim)]
-			var keyed int
-			for _, r := range recs {
-				if r.Key == "" {
-					continue
-				}
-				keyed++
-				fmt.Fprintf(g.stdout, "out of order: %s (topic %s, key %s) will be published after the later events of key %s\n",
-					r.ID, display(r.Topic), display(r.Key), display(r.Key))
+			res := replayJSON{Republished: n, From: p.From.UTC(), To: p.To.UTC(), More: n == int64(limit)}
+			if asJSON {
+				return g.printJSON(res)
 			}
-			if keyed > 0 && !outOfOrder {
-				return fmt.Errorf("%d keyed events would be published out of their key's order: replayed none; pass --out-of-order to replay them anyway (see 'outbox replay --help')", keyed)
+			more := ""
+			if res.More {
+				more = "; there may be more: run again (or raise --limit, at most " + fmt.Sprint(maxListLimit) + ")"
 			}
-			var n int64
-			if len(recs) > 0 { // an empty ReplayParams.IDs would mean every dead event
-				pick := make([]uuid.UUID, len(recs))
-				for i, r := range recs {
-					pick[i] = r.ID
-				}
-				if n, err = d.store.Replay(ctx, stores.ReplayParams{IDs: pick, Now: time.Now()}); err != nil {
-					return schemaMissing(err, d)
-				}
-			}
-			switch {
-			case len(ids) > 0:
-				fmt.Fprintf(g.stdout, "replayed %d of %d named events (the others were not dead)\n", n, len(ids))
-			case more:
-				fmt.Fprintf(g.stdout, "replayed %d dead events; more remain: run again (or raise --limit, at most %d)\n", n, maxListLimit)
-			default:
-				fmt.Fprintf(g.stdout, "replayed %d dead events\n", n)
-			}
+			fmt.Fprintf(g.stdout, "replayed %d published events created from %s to %s%s\n", n,
+				res.From.Format(time.RFC3339Nano), res.To.Format(time.RFC3339Nano), more)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&topic, "topic", "", "with --all: only this topic")
-	cmd.Flags().BoolVar(&all, "all", false, "replay the oldest --limit dead events (of --topic, when given)")
-	cmd.Flags().BoolVar(&outOfOrder, "out-of-order", false, "replay keyed events too, although they will be published after their key's later events")
-	cmd.Flags().IntVar(&limit, "limit", 1000, fmt.Sprintf("with --all: replay at most this many, 1 to %d", maxListLimit))
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", "", "send again events created at or after this time (RFC 3339)")
+	fl.StringVar(&to, "to", "", "… and before this time (RFC 3339)")
+	fl.StringVar(&topic, "topic", "", "only this topic")
+	fl.StringVar(&key, "key", "", "only this key")
+	fl.IntVar(&limit, "limit", 1000, fmt.Sprintf("send at most this many, 1 to %d", maxListLimit))
+	fl.BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	return cmd
 }
 
-// only keeps the records whose ID is in ids.
-func only(recs []stores.Record, ids []uuid.UUID) []stores.Record {
-	want := make(map[uuid.UUID]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+// replayJSON is the --json of replay.
+type replayJSON struct {
+	Republished int64     `json:"republished"`
+	From        time.Time `json:"from"`
+	To          time.Time `json:"to"`
+	More        bool      `json:"more"`
+}
+
+// replayScope is " (topic T, key K)" for what replay was narrowed to.
+func replayScope(topic, key string) string {
+	switch {
+	case topic != "" && key != "":
+		return " of topic " + display(topic) + " and key " + display(key)
+	case topic != "":
+		return " of topic " + display(topic)
+	case key != "":
+		return " of key " + display(key)
 	}
-	out := recs[:0]
-	for _, r := range recs {
-		if want[r.ID] {
-			out = append(out, r)
-			delete(want, r.ID)
-		}
-	}
-	return out
+	return ""
 }

@@ -54,7 +54,9 @@ func TestSQLiteReadOnlyCommandsCreateNothing(t *testing.T) {
 	url := "sqlite://" + path
 	id := "01a2315b-56b8-7cb8-95f2-01c9b8497ea1"
 	for _, args := range [][]string{
-		{"status"}, {"status", "--json"}, {"dead"}, {"replay", "--all"}, {"replay", id}, {"dead-letter", id},
+		{"status"}, {"status", "--json"}, {"dead"}, {"dead", "list"}, {"dead", "show", id}, {"dead", "retry", "--all"}, {"dead", "retry", id},
+		{"dead", "discard", id}, {"dead-letter", id}, {"purge", "--dead-older-than", "1h"},
+		{"replay", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"},
 		{"relay", "--broker-url", "nats://127.0.0.1:1"},
 	} {
 		failsWith(t, append(args, "--database-url", url), "SQLite database "+path+" does not exist", "outbox migrate")

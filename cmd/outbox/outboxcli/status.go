@@ -34,6 +34,13 @@ per-key order the relay publishes nothing else of such a key until the head
 succeeds or is dead-lettered ('outbox dead-letter ID'). At most 100 are
 listed, the oldest heads first.
 
+On PostgreSQL, then the database's logical REPLICATION SLOTS (the CDC
+relay's, 'outbox relay --mode cdc', and any other's): whether a reader
+streams from each, its wal_status, the WAL it keeps on the database's disk
+(RETAINED WAL), how far its reader is behind (LAG, bytes of WAL), and how
+much more WAL may be written before max_slot_wal_keep_size invalidates it.
+Nothing is shown when there are none.
+
 Control characters in topics, keys and errors are shown escaped ("a\nb");
 --json carries the exact strings.`,
 		Args: cobra.NoArgs,
@@ -60,10 +67,14 @@ Control characters in topics, keys and errors are shown escaped ("a\nb");
 			}
 			more := len(blocked) > blockedLimit
 			blocked = blocked[:min(len(blocked), blockedLimit)]
+			slots := readSlots(ctx, g.databaseURL)
 			if asJSON {
-				return writeStatusJSON(g.stdout, st, blocked, more, now)
+				return writeStatusJSON(g.stdout, st, blocked, more, slots, now)
 			}
-			return writeStatusTable(g.stdout, st, blocked, more, now)
+			if err := writeStatusTable(g.stdout, st, blocked, more, now); err != nil {
+				return err
+			}
+			return writeSlotsTable(g.stdout, slots)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of tables (exact strings)")
@@ -186,7 +197,7 @@ func ageSec(t, now time.Time) float64 {
 	return now.Sub(t).Seconds()
 }
 
-func writeStatusJSON(out io.Writer, st []stores.TopicStats, blocked []stores.BlockedKey, more bool, now time.Time) error {
+func writeStatusJSON(out io.Writer, st []stores.TopicStats, blocked []stores.BlockedKey, more bool, slots *slotReport, now time.Time) error {
 	topics := make([]topicJSON, 0, len(st))
 	for _, ts := range st {
 		topics = append(topics, topicJSON{
@@ -204,5 +215,7 @@ func writeStatusJSON(out io.Writer, st []stores.TopicStats, blocked []stores.Blo
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(map[string]any{"topics": topics, "blocked": bl, "blocked_truncated": more})
+	obj := map[string]any{"topics": topics, "blocked": bl, "blocked_truncated": more}
+	slotsJSON(obj, slots)
+	return enc.Encode(obj)
 }

@@ -178,11 +178,11 @@ func testDeadSaysWhenLimited(t *testing.T, e *env) {
 	}
 	e.fail(true, "no")
 	_, out, _ := e.cli("dead", "--limit", "2")
-	if len(lines(out)) != 4 || !strings.Contains(out, "more dead events than the 2 listed; raise --limit") {
+	if len(lines(out)) != 5 || !strings.Contains(out, "2 listed, 3 dead events match in all") || !strings.Contains(out, "… more: next page with --after ") {
 		t.Fatalf("dead --limit 2 of 3:\n%s", out)
 	}
 	_, out, _ = e.cli("dead", "--limit", "3")
-	if len(lines(out)) != 4 || strings.Contains(out, "more") {
+	if len(lines(out)) != 5 || !strings.Contains(out, "3 listed, 3 dead events match in all") || strings.Contains(out, "more") {
 		t.Fatalf("dead --limit 3 of 3:\n%s", out)
 	}
 }

@@ -121,6 +121,10 @@ type relays struct {
 	clock  outbox.Clock
 	logger *slog.Logger
 
+	// watch, when set, is told of each relay of watched.
+	watched *service
+	watch   Watcher
+
 	mu   sync.Mutex
 	all  []*relayProc
 	seq  map[string]int
@@ -187,6 +191,9 @@ func (rs *relays) start(ctx context.Context, svc *service, hook func(*relayProc,
 	rs.mu.Lock()
 	rs.all = append(rs.all, p)
 	rs.mu.Unlock()
+	if rs.watch != nil && svc == rs.watched {
+		rs.watch.Relay(name, p.r)
+	}
 	return p, nil
 }
 

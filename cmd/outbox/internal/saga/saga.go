@@ -17,6 +17,8 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/nats/natsembed"
+	"github.com/outboxgo/outbox/relay"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // Options configure a run. The zero value is the default demo.
@@ -49,6 +51,22 @@ type Options struct {
 	// the outage and the wait for the saga to complete. It must exceed the
 	// confirmations' span. Default 60s.
 	Timeout time.Duration
+	// Watch, when set, watches the run: the demo's --ui serves a
+	// dashboard of the orders service's outbox. Default none.
+	Watch Watcher
+}
+
+// Watcher watches a run through the orders service's outbox.
+type Watcher interface {
+	// Start is called with the orders service's outbox store before any
+	// order is confirmed; an error ends the run.
+	Start(orders stores.Store) error
+	// Relay is called for each relay that drains that outbox, as it
+	// starts.
+	Relay(name string, r *relay.Relay)
+	// Done is called once the run is verified (or failed), before anything
+	// is closed: the run ends when it returns.
+	Done(ctx context.Context)
 }
 
 // Defaults for Options.
@@ -197,6 +215,12 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 		return rep, err
 	}
 	orders := &Orders{db: ordersSvc.db, ob: ordersSvc.ob, clock: opts.Clock}
+	if opts.Watch != nil {
+		if err := opts.Watch.Start(ordersSvc.store); err != nil {
+			return rep, err
+		}
+		defer opts.Watch.Done(ctx)
+	}
 	stock := &Stock{ob: stockSvc.ob, clock: opts.Clock}
 
 	out.printf("outbox demo: %d orders, %d relays per outbox, broker outage %v%s; data in %s",
@@ -224,6 +248,9 @@ func Run(ctx context.Context, opts Options, w io.Writer) (rep Report, err error)
 	mon := &monitor{orders: ordersSvc, stock: stockSvc, confirmed: &confirmed,
 		stockCounts: &stockCounts, ordersCounts: &ordersCounts, srv: srv, js: js, total: opts.Orders}
 	rs := &relays{url: srv.URL(), clock: opts.Clock, logger: opts.Logger}
+	if opts.Watch != nil {
+		rs.watched, rs.watch = ordersSvc, opts.Watch
+	}
 	release := make(chan struct{}) // lets the crashed relay's hook return, at the end
 	var releaseOnce sync.Once
 	releaseCrashed := func() { releaseOnce.Do(func() { close(release) }) }
