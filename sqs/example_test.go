@@ -15,9 +15,9 @@ import (
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/sqs"
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
 	"github.com/outboxgo/outbox/subscribers"
 )
 

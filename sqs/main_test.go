@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 )
 
 func TestMain(m *testing.M) {

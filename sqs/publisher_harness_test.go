@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 	"github.com/outboxgo/outbox/sqs"
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
 )
 
 // testTopic is the topic of the suite; each test's queue prefix isolates

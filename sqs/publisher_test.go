@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/sqs"
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
 )
 
 // TestPublishEntryFailures: a batch's Failed entries fail their own

@@ -16,9 +16,9 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 	"github.com/outboxgo/outbox/internal/testkit/subscribertest"
 	"github.com/outboxgo/outbox/sqs"
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
 )
 
 func TestSubscriberConformance(t *testing.T) {

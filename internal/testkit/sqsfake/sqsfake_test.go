@@ -15,7 +15,7 @@ import (
 	smithy "github.com/aws/smithy-go"
 	"go.uber.org/goleak"
 
-	"github.com/outboxgo/outbox/sqs/internal/sqsfake"
+	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 )
 
 // client is an SDK client of a fresh fake that accepts only key "good".
