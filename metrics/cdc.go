@@ -49,6 +49,11 @@ type CDCReading struct {
 	SlotLagBytes, SlotRetainedBytes int64
 	// SlotLost: the server invalidated the slot (wal_status lost).
 	SlotLost bool
+	// Paused: the stream is paused because the broker was unavailable,
+	// or refused the relay's configuration (Refused), at its last probe,
+	// since PausedSince (pgcdc.Relay.Paused).
+	Paused, Refused bool
+	PausedSince     time.Time
 }
 
 // CDCSource takes a CDCReading; its error says why the slot could not be
@@ -57,6 +62,7 @@ type CDCReading struct {
 //
 //	func(ctx context.Context) (metrics.CDCReading, error) {
 //		rd := metrics.CDCReading{Active: r.Active(), Behind: r.Behind(), Counters: metrics.CDCCounters(r.Stats())}
+//		rd.Paused, rd.Refused, rd.PausedSince = r.Paused()
 //		st, err := r.Status(ctx)
 //		rd.Slot = err == nil || errors.Is(err, pgcdc.ErrSlotLost)
 //		rd.SlotLagBytes, rd.SlotRetainedBytes, rd.SlotLost = st.Lag, st.Retained, st.WALStatus == "lost"
@@ -72,14 +78,49 @@ type CDCSource func(ctx context.Context) (CDCReading, error)
 // outbox_cdc_<name>_total per CDCCounters field. Feed the relay's
 // Config.Hooks.AfterPublish with PublishHook for the publish counters and
 // latency.
+//
+// The readiness check (Health, Ready) then also fails while the stream is
+// paused, the slot cannot be read or is lost, or the relay's oldest
+// unfinished transaction committed longer than MaxLag ago. A hot standby
+// (not Active) is ready: waiting is its job.
 func (m *Metrics) RegisterCDC(reg prometheus.Registerer, src CDCSource) error {
 	if reg == nil || src == nil {
 		return errors.New("metrics: RegisterCDC needs a Registerer and a CDCSource")
 	}
-	if err := reg.Register(newCDCCollector(m, src)); err != nil {
+	c := newCDCCollector(m, src)
+	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: register the CDC relay's metrics: %w", err)
 	}
+	m.mu.Lock()
+	m.cdc = c
+	m.mu.Unlock()
 	return nil
+}
+
+// cdcNotReady is why the CDC relay registered with RegisterCDC, if any,
+// is not ready; "" when it is, or when there is none.
+func (m *Metrics) cdcNotReady(maxLag time.Duration) string {
+	m.mu.Lock()
+	c := m.cdc
+	m.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	rd, err := c.read()
+	switch {
+	case rd.Paused && rd.Refused:
+		return fmt.Sprintf("CDC stream paused for %v: the broker refused the relay's configuration (credentials, permissions or a missing target)",
+			m.clock.Now().Sub(rd.PausedSince).Round(time.Second))
+	case rd.Paused:
+		return fmt.Sprintf("CDC stream paused for %v: the broker is unavailable", m.clock.Now().Sub(rd.PausedSince).Round(time.Second))
+	case rd.SlotLost:
+		return "replication slot lost: the server invalidated it (wal_status lost, see max_slot_wal_keep_size); the relay cannot stream until it is recreated (docs/cdc.md)"
+	case !rd.Slot && err != nil:
+		return "replication slot: " + oneLine(redact.Text(err.Error()))
+	case maxLag >= 0 && rd.Behind > maxLag:
+		return fmt.Sprintf("stuck: the CDC relay's oldest unfinished transaction committed %v ago, above %v", rd.Behind.Round(time.Second), maxLag)
+	}
+	return ""
 }
 
 // PublishHook returns a hook for a relay other than package relay's — the

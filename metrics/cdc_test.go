@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,3 +106,61 @@ func TestCDCPublishHook(t *testing.T) {
 		t.Errorf("the next hook ran %d times, want 1", next)
 	}
 }
+
+// /readyz of a CDC relay fails while its stream is paused (saying whether
+// the broker is down or refused the configuration), while its slot is lost
+// or unreadable, and while it lags more than MaxLag; a hot standby, and a
+// relay caught up, are ready.
+func TestCDCReadiness(t *testing.T) {
+	clock := &fixedClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	m, err := metrics.New(prometheus.NewRegistry(), &metrics.Options{StatsCacheTTL: -1, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rd atomic.Pointer[metrics.CDCReading]
+	var readErr atomic.Pointer[error]
+	src := func(context.Context) (metrics.CDCReading, error) {
+		if e := readErr.Load(); e != nil {
+			return *rd.Load(), *e
+		}
+		return *rd.Load(), nil
+	}
+	if err := m.RegisterCDC(prometheus.NewRegistry(), src); err != nil {
+		t.Fatal(err)
+	}
+	opts := &metrics.HealthOptions{MaxLag: time.Minute}
+	for _, c := range []struct {
+		name string
+		rd   metrics.CDCReading
+		err  error
+		want string // "" ready, else a part of the reason
+	}{
+		{"streaming, caught up", metrics.CDCReading{Active: true, Slot: true}, nil, ""},
+		{"hot standby", metrics.CDCReading{Slot: true}, nil, ""},
+		{"broker down", metrics.CDCReading{Active: true, Slot: true, Paused: true, PausedSince: clock.t.Add(-90 * time.Second)}, nil,
+			"CDC stream paused for 1m30s: the broker is unavailable"},
+		{"broker refuses", metrics.CDCReading{Active: true, Slot: true, Paused: true, Refused: true, PausedSince: clock.t}, nil,
+			"the broker refused the relay's configuration"},
+		{"slot lost", metrics.CDCReading{Slot: true, SlotLost: true}, errors.New("pgcdc: slot lost"), "replication slot lost"},
+		{"slot unreadable", metrics.CDCReading{Active: true}, errors.New("dial tcp 127.0.0.1:5432: connection refused"),
+			"replication slot: dial tcp 127.0.0.1:5432: connection refused"},
+		{"lagging", metrics.CDCReading{Active: true, Slot: true, Behind: 2 * time.Minute}, nil,
+			"stuck: the CDC relay's oldest unfinished transaction committed 2m0s ago, above 1m0s"},
+	} {
+		rd.Store(&c.rd)
+		if c.err != nil {
+			readErr.Store(&c.err)
+		} else {
+			readErr.Store(nil)
+		}
+		got := m.Ready(context.Background(), opts)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: Ready = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// fixedClock is a clock that stands still.
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.t }

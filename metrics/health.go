@@ -35,6 +35,8 @@ type HealthOptions struct {
 //     RelayHooks); the store's statistics cannot be read within
 //     Options.StatsTimeout (the database is unreachable); the oldest due
 //     event is older than MaxLag (the relay is stuck, or there is none).
+//     With a CDC relay (RegisterCDC), its stream's pause, its slot and its
+//     lag are checked before the store.
 //
 // The store is read through the same cache as the scrapes.
 func (m *Metrics) Health(opts *HealthOptions) http.Handler {
@@ -82,6 +84,9 @@ func (m *Metrics) notReady(ctx context.Context, maxLag time.Duration) string {
 			return fmt.Sprintf("relay paused for %v: the broker refused the relay's configuration (credentials, permissions or a missing target); %d events left pending", d, p.left)
 		}
 		return fmt.Sprintf("relay paused for %v: the broker is unavailable; %d events left pending", d, p.left)
+	}
+	if reason := m.cdcNotReady(maxLag); reason != "" {
+		return reason
 	}
 	if m.opts.Store == nil {
 		return ""

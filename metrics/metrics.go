@@ -172,6 +172,7 @@ type Metrics struct {
 
 	mu    sync.Mutex
 	relay *relay.Relay
+	cdc   *cdcCollector // RegisterCDC's, if called
 }
 
 // New makes the metrics and registers them with reg. opts may be nil.

@@ -253,6 +253,9 @@ func TestBrokerOutagePausesAndResumes(t *testing.T) {
 	e.waitFor("the relay sees the outage", 30*time.Second, func() bool { return r.Stats().Outages > 0 })
 	e.insert(false, msgs[100:]...)
 	e.waitFor("more probes", 30*time.Second, func() bool { return r.Stats().Outages > 2 })
+	if paused, refused, since := r.Paused(); !paused || refused || since.IsZero() {
+		t.Fatalf("during the outage Paused() = %v, %v, %v; want paused, not refused, since the first failed probe", paused, refused, since)
+	}
 	if c := e.confirmed(); c > held || e.count(0) != 200 || e.count(2) != 0 {
 		t.Fatalf("during the outage: confirmed %d past the unpublished transaction (%d): %v, pending %d, dead %d",
 			c, held, c > held, e.count(0), e.count(2))
@@ -264,6 +267,9 @@ func TestBrokerOutagePausesAndResumes(t *testing.T) {
 	}
 	e.waitFor("rows marked", 30*time.Second, func() bool { return e.count(0) == 0 })
 	e.waitFor("confirmed moves on", 30*time.Second, func() bool { return e.confirmed() > held })
+	if paused, _, _ := r.Paused(); paused {
+		t.Fatal("Paused() after the broker came back: still paused")
+	}
 }
 
 // On an idle outbox the heartbeats keep the slot's confirmed position up

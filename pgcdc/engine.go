@@ -66,6 +66,11 @@ type engine struct {
 	outages     int       // consecutive failed probes; 0 = broker up
 	openUntil   time.Time // no publish before (wall clock)
 	probing     bool
+	// pausedSince is when the current outage began, by the relay's clock
+	// (zero while the broker is up); refused says the broker refused the
+	// relay's configuration at the last probe, rather than being down.
+	pausedSince time.Time
+	refused     bool
 }
 
 func newEngine(r *Relay) *engine {
@@ -323,6 +328,10 @@ func (e *engine) call(ctx context.Context, epoch int, batch []*event) {
 	switch {
 	case outage != nil && !answered:
 		e.outages++
+		if e.outages == 1 {
+			e.pausedSince = now
+		}
+		e.refused = publishers.IsMisconfigured(outage)
 		d := r.cfg.OutageBackoff.Delay(e.outages)
 		e.openUntil = time.Now().Add(d)
 		r.stats.outages.Add(1)
@@ -333,7 +342,7 @@ func (e *engine) call(ctx context.Context, epoch int, batch []*event) {
 			r.log.Warn("broker unavailable; pausing the stream", "retry_in", d.Round(time.Millisecond), "error", outage)
 		}
 	case e.outages > 0:
-		e.outages = 0
+		e.outages, e.pausedSince, e.refused = 0, time.Time{}, false
 		r.log.Info("broker available again; stream resumed")
 	}
 	if len(e.marks) > 0 {

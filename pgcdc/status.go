@@ -99,3 +99,14 @@ func (r *Relay) Behind() time.Duration {
 	}
 	return max(0, r.cfg.Clock.Now().Sub(oldest))
 }
+
+// Paused reports whether the stream is paused because the broker was
+// unavailable, or refused the relay's configuration (refused), at its last
+// probe, and since when (by Config.Clock); paused is false while the
+// broker answers.
+func (r *Relay) Paused() (paused, refused bool, since time.Time) {
+	e := r.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.outages > 0, e.refused, e.pausedSince
+}

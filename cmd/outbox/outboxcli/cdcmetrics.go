@@ -24,6 +24,7 @@ func (rm *relayMetrics) serveCDC(r *pgcdc.Relay, maxLag time.Duration, log *slog
 func cdcSource(r *pgcdc.Relay) metrics.CDCSource {
 	return func(ctx context.Context) (metrics.CDCReading, error) {
 		rd := metrics.CDCReading{Active: r.Active(), Behind: r.Behind(), Counters: metrics.CDCCounters(r.Stats())}
+		rd.Paused, rd.Refused, rd.PausedSince = r.Paused()
 		st, err := r.Status(ctx)
 		rd.Slot = err == nil || errors.Is(err, pgcdc.ErrSlotLost)
 		rd.SlotLagBytes, rd.SlotRetainedBytes, rd.SlotLost = st.Lag, st.Retained, st.WALStatus == "lost"
