@@ -64,6 +64,12 @@ func touched(t *testing.T) (*prometheus.Registry, map[string]dto.MetricType) {
 		ClaimElapsed: time.Microsecond, PublishElapsed: time.Microsecond, CompleteElapsed: time.Microsecond})
 	h.AfterClaim(relay.ClaimResult{Claimed: 2, Elapsed: time.Microsecond})
 	h.AfterCompleteFailed(relay.BatchResult{Claimed: 1, Published: 1}, os.ErrDeadlineExceeded)
+	cdc := func(context.Context) (metrics.CDCReading, error) {
+		return metrics.CDCReading{Active: true, Slot: true, SlotLagBytes: 1, SlotRetainedBytes: 1}, nil
+	}
+	if err := m.RegisterCDC(reg, cdc); err != nil {
+		t.Fatal(err)
+	}
 	s := m.SubscriberHooks(subscribers.Hooks{})
 	s.AfterSettle(subscribers.Settlement{Message: inbox.Message{Topic: "orders"}, Action: subscribers.ActionAck, Outcome: inbox.Duplicate})
 	mfs, err := reg.Gather()
@@ -92,8 +98,8 @@ func TestMetricNamesLint(t *testing.T) {
 			t.Errorf("metric %s: not prefixed outbox_", name)
 		}
 	}
-	if len(kinds) != 28 {
-		t.Errorf("%d metrics, want 28 (update this test, and docs/operations.md, when adding one): %v", len(kinds), kinds)
+	if len(kinds) != 44 {
+		t.Errorf("%d metrics, want 44 (update this test, and docs/operations.md, when adding one): %v", len(kinds), kinds)
 	}
 }
 
