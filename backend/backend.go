@@ -67,6 +67,11 @@ type DatabaseOptions struct {
 	Create bool
 	// Logger receives the backend's own logs. Default: discarded.
 	Logger *slog.Logger
+	// Application names the connections where the database shows a name
+	// (PostgreSQL's application_name), unless the URL names them itself:
+	// "outbox relay <host> pid <pid>" lets the dashboard see the relay
+	// (stores.SessionLister). Empty: the driver's default.
+	Application string
 }
 
 // Defaults for DatabaseOptions.

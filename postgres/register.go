@@ -66,6 +66,9 @@ func openURL(ctx context.Context, rawURL string, o *backend.DatabaseOptions) (ba
 	if err != nil {
 		return nil, err
 	}
+	if o != nil && o.Application != "" && pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = o.Application
+	}
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(pctx, pcfg)

@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	natspub "github.com/outboxgo/outbox/nats"
+	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/ui"
 )
@@ -84,6 +88,37 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Error("the page reloaded to show the new event")
 	}
 
+	// Relays seen: a connection named as a relay, in a transaction (a
+	// claim held), shows with its claim's age.
+	name := fmt.Sprintf("outbox relay ui-test-%d", time.Now().UnixNano())
+	cfg, err := pgx.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = name
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(context.Background())
+	if err == nil {
+		_, err = tx.Exec(context.Background(), "SELECT 1")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := fmt.Sprintf(`tr.seen[data-name=%q]`, name)
+	waitCount(t, ctx, seen, 1)
+	if got := text(t, ctx, seen+" td:nth-child(3)"); got != "1" {
+		t.Errorf("the relay seen shows %s connections, want 1", got)
+	}
+	if got := text(t, ctx, seen+" td.claim"); got == "–" || got == "" {
+		t.Errorf("the relay seen holding a claim shows %q for its claim, want its age", got)
+	}
+	_ = tx.Rollback(context.Background())
+	_ = conn.Close(context.Background())
+	waitCount(t, ctx, seen, 0)
+
 	// A relay to a broker of this test's own drains what is due; the
 	// blocked key stays blocked.
 	srv := natstest.StartServer(t, "")
@@ -95,7 +130,23 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	r, err := relay.New(b.store, pub, &relay.Config{PollInterval: 50 * time.Millisecond})
+	// Its pool is named as the CLI names a relay's, so the dashboard sees
+	// it connected too.
+	pcfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "outbox relay ui-test pid 1"
+	rpool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rpool.Close)
+	rdb, err := postgres.New(rpool, &postgres.Config{Schema: b.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := relay.New(rdb.Store(), pub, &relay.Config{PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +166,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitText(t, ctx, "#total-pending", "2") // the blocked head and the event behind it
 	waitText(t, ctx, "tr.relay td.published", strconv.Itoa(drained))
 	waitCount(t, ctx, "#charts svg", 3) // throughput is charted once the relay is known
+	waitCount(t, ctx, `tr.seen[data-name="outbox relay ui-test pid 1"]`, 1)
 	screenshot(t, ctx)
 
 	// Retry: the dead event goes to the broker.

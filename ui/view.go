@@ -28,6 +28,10 @@ type view struct {
 	Charts []chart
 
 	Relays []relayRow
+	// Seen are the relays connected to the database; CanSee says the
+	// store can list them (stores.SessionLister).
+	Seen   []seenRow
+	CanSee bool
 
 	Blocked     []stores.BlockedKey
 	BlockedMore bool
@@ -69,6 +73,11 @@ func (d *Dashboard) build(ctx context.Context, query, flash string) *view {
 	samples := d.hist.samples()
 	v.Charts = []chart{makeChart(samples, backlogSeries), makeChart(samples, lagSeries), makeChart(samples, throughputSeries)}
 	v.Relays = d.relayRows(now)
+	seen, canSee, err := d.seen(ctx, now)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("relays seen: %w", err))
+	}
+	v.Seen, v.CanSee = seen, canSee
 
 	limit := d.opts.ListLimit
 	blocked, err := d.opts.Store.Blocked(ctx, stores.BlockedParams{Limit: limit + 1})

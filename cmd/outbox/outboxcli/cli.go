@@ -64,6 +64,10 @@ type globals struct {
 	// claimTimeout is the stores' Config.ClaimTimeout (relay's
 	// --claim-timeout); zero elsewhere: the store's default.
 	claimTimeout time.Duration
+	// application names the command's database connections (PostgreSQL's
+	// application_name): "outbox <command>", and for a relay "outbox
+	// relay <host> pid <pid>", which the dashboard lists as a relay seen.
+	application string
 	// onCommandLine are the flags given on the command line (not from the
 	// environment).
 	onCommandLine map[string]bool
@@ -107,6 +111,7 @@ by a signal has done as asked and exits 0.`,
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(newMigrate(g), newRelay(g), newStatus(g), newDead(g), newDeadLetter(g), newReplay(g), newPurge(g), newDemo(g), newUI(g))
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		g.application = cmd.CommandPath()
 		g.onCommandLine = map[string]bool{}
 		cmd.Flags().Visit(func(f *pflag.Flag) { g.onCommandLine[f.Name] = true })
 		if err := envDefaults(cmd.Flags()); err != nil {

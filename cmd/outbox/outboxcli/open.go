@@ -33,7 +33,7 @@ const (
 // databaseOptions maps the flags to what every database takes.
 func (g *globals) databaseOptions(mode openMode) *backend.DatabaseOptions {
 	return &backend.DatabaseOptions{Schema: g.schema, Table: g.table, ClaimTimeout: g.claimTimeout,
-		Create: mode == create, Logger: g.logger()}
+		Create: mode == create, Logger: g.logger(), Application: g.application}
 }
 
 // checkDB validates the database flags without connecting: the URL's

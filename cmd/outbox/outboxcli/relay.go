@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -218,6 +219,7 @@ func runRelay(cmd *cobra.Command, g *globals, f *relayFlags) error {
 		return err
 	}
 	g.claimTimeout = f.claimTimeout
+	g.application = relayApplication()
 	d, err := g.openDB(ctx, existing)
 	if err != nil {
 		return err
@@ -337,4 +339,15 @@ func runCDC(cmd *cobra.Command, g *globals, f *relayFlags, d *db, pub publishers
 	log.Info("relay done", "published", st.Published, "retried", st.Retried, "dead", st.Dead,
 		"outages", st.Outages, "restarts", st.Restarts, "uptime", time.Since(start).Round(time.Second))
 	return err
+}
+
+// relayApplication names the relay's database connections, so that the
+// dashboard (stores.SessionLister) sees which relay is connected and
+// holds a claim: "outbox relay <host> pid <pid>".
+func relayApplication() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "?"
+	}
+	return fmt.Sprintf("outbox relay %s pid %d", host, os.Getpid())
 }
