@@ -92,16 +92,12 @@ func (f *deadList) run(g *globals, cmd *cobra.Command) error {
 		}
 		p.After = after
 	}
-	g.checkDB(c)
-	if err := c.err(); err != nil {
-		return err
-	}
-	ctx := cmd.Context()
-	d, err := g.openDB(ctx, existing)
+	d, err := g.openChecked(cmd, c)
 	if err != nil {
 		return err
 	}
 	defer d.close()
+	ctx := cmd.Context()
 	p.Limit = f.limit + 1 // one more, to tell whether there are more
 	recs, err := d.store.Dead(ctx, p)
 	if err != nil {
@@ -204,16 +200,12 @@ order, see 'outbox dead retry --help'.`,
 			}
 			c := g.checks(cmd)
 			c.notEmpty("reason", reason, "say why the events are dead-lettered")
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			n, err := d.store.DeadLetter(ctx, stores.DeadLetterParams{IDs: ids, Reason: reason})
 			if err != nil {
 				return schemaMissing(err, d)

@@ -49,16 +49,12 @@ for --yes; without it, it says how many it would delete and deletes none.
 				c.add(errors.New("--topic, --key and --older-than go with --all, not with IDs"))
 			}
 			p := sel.params(c, time.Now())
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			res := discardJSON{Named: len(ids)}
 			if len(ids) > 0 {
 				if res.Discarded, err = d.store.Discard(ctx, stores.DiscardParams{IDs: ids}); err != nil {

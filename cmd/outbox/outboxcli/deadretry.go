@@ -56,16 +56,12 @@ unless --out-of-order says that is what you want.
 			}
 			c.intIn("limit", sel.limit, 1, maxListLimit)
 			p := sel.params(c, time.Now())
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 
 			// What would be retried: the named events that are dead, or
 			// the oldest --limit dead events of the selection.

@@ -39,16 +39,12 @@ string}.`,
 				return err
 			}
 			c := g.checks(cmd)
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			recs, err := d.store.Dead(ctx, stores.DeadParams{IDs: ids, Limit: 1})
 			if err != nil {
 				return schemaMissing(err, d)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/redact"
@@ -73,6 +75,17 @@ func (g *globals) openDB(ctx context.Context, mode openMode) (*db, error) {
 		return nil, err
 	}
 	return &db{DB: d, store: d.Store(), where: redact.URL(g.databaseURL), table: d.Table()}, nil
+}
+
+// openChecked is how a command that reads or changes an existing outbox
+// table starts: it adds the database flags' checks to c, returns every
+// error c gathered, and only then opens the database.
+func (g *globals) openChecked(cmd *cobra.Command, c *checks) (*db, error) {
+	g.checkDB(c)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return g.openDB(cmd.Context(), existing)
 }
 
 // close releases the database; its error does not change the command's.

@@ -43,16 +43,12 @@ when its flag was given).`,
 			if !cmd.Flags().Changed("published-older-than") && !cmd.Flags().Changed("dead-older-than") {
 				c.add(errors.New("say what to purge: --published-older-than, --dead-older-than or both"))
 			}
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			if res.Published, err = purgeAll(ctx, d.store, stores.PurgeParams{Before: pubBefore}); err != nil {
 				return schemaMissing(err, d)
 			}

@@ -48,16 +48,12 @@ dead events: that is now 'outbox dead retry'.)
 				c.add(fmt.Errorf("--from %s is not before --to %s: the range is empty", display(from), display(to)))
 			}
 			c.intIn("limit", limit, 1, maxListLimit)
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			p.Now = time.Now()
 			n, err := d.store.Republish(ctx, p)
 			if err != nil {

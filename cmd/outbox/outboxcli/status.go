@@ -46,16 +46,12 @@ Control characters in topics, keys and errors are shown escaped ("a\nb");
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := g.checks(cmd)
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			now := time.Now()
 			st, err := d.store.Stats(ctx, stores.StatsParams{Now: now})
 			if err != nil {

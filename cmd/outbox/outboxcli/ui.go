@@ -45,16 +45,12 @@ beside a relay, with the relay's counters. See docs/ui.md.`,
 			}
 			c := g.checks(cmd)
 			checkUIAddr(c, "addr", addr, token, "set --token or "+uiTokenEnv)
-			g.checkDB(c)
-			if err := c.err(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			d, err := g.openDB(ctx, existing)
+			d, err := g.openChecked(cmd, c)
 			if err != nil {
 				return err
 			}
 			defer d.close()
+			ctx := cmd.Context()
 			if err := d.check(ctx); err != nil {
 				return err
 			}
