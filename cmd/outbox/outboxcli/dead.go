@@ -1,6 +1,7 @@
 package outboxcli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,30 @@ func (f *deadList) flags(cmd *cobra.Command) {
 	fl.StringVar(&f.after, "after", "", "the next page: the cursor the previous page printed")
 	fl.IntVar(&f.limit, "limit", 100, fmt.Sprintf("list at most this many, 1 to %d", maxListLimit))
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table (exact strings)")
+}
+
+// checkIDsOrAll adds to c what is wrong with how a command that acts on
+// dead events (dead retry, dead discard; verb: "retry", "discard") names
+// them: by IDs, or --all of the selection, never both.
+func (f *deadList) checkIDsOrAll(cmd *cobra.Command, c *checks, verb string, ids []uuid.UUID, all bool) {
+	switch {
+	case len(ids) == 0 && !all:
+		c.add(fmt.Errorf("name the events to %s by ID, or pass --all", verb))
+	case len(ids) > 0 && all:
+		c.add(errors.New("give IDs or --all, not both"))
+	case len(ids) > 0 && (f.topic != "" || f.key != "" || cmd.Flags().Changed("older-than")):
+		c.add(errors.New("--topic, --key and --older-than go with --all, not with IDs"))
+	}
+}
+
+// allFlags are the selection flags of a command that acts on --all dead
+// events; example is an --older-than duration for its help.
+func (f *deadList) allFlags(cmd *cobra.Command, example string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.topic, "topic", "", "with --all: only this topic")
+	fl.StringVar(&f.key, "key", "", "with --all: only this key")
+	fl.DurationVar(&f.olderThan, "older-than", 0, "with --all: only events created longer ago than this (Go duration: "+example+")")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of text")
 }
 
 const deadListLong = `lists dead events (those that exhausted their attempts, or were

@@ -2,7 +2,6 @@ package outboxcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,14 +39,7 @@ for --yes; without it, it says how many it would delete and deletes none.
 				return err
 			}
 			c := g.checks(cmd)
-			switch {
-			case len(ids) == 0 && !all:
-				c.add(errors.New("name the events to discard by ID, or pass --all"))
-			case len(ids) > 0 && all:
-				c.add(errors.New("give IDs or --all, not both"))
-			case len(ids) > 0 && (sel.topic != "" || sel.key != "" || cmd.Flags().Changed("older-than")):
-				c.add(errors.New("--topic, --key and --older-than go with --all, not with IDs"))
-			}
+			sel.checkIDsOrAll(cmd, c, "discard", ids, all)
 			p := sel.params(c, time.Now())
 			d, err := g.openChecked(cmd, c)
 			if err != nil {
@@ -83,12 +75,9 @@ for --yes; without it, it says how many it would delete and deletes none.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&sel.topic, "topic", "", "with --all: only this topic")
-	fl.StringVar(&sel.key, "key", "", "with --all: only this key")
-	fl.DurationVar(&sel.olderThan, "older-than", 0, "with --all: only events created longer ago than this (Go duration: 720h)")
+	sel.allFlags(cmd, "720h")
 	fl.BoolVar(&all, "all", false, "discard every dead event of the selection (asks for --yes)")
 	fl.BoolVar(&yes, "yes", false, "with --all: yes, delete them for good")
-	fl.BoolVar(&sel.asJSON, "json", false, "print JSON instead of text")
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package outboxcli
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -46,14 +45,7 @@ unless --out-of-order says that is what you want.
 				return err
 			}
 			c := g.checks(cmd)
-			switch {
-			case len(ids) == 0 && !all:
-				c.add(errors.New("name the events to retry by ID, or pass --all"))
-			case len(ids) > 0 && all:
-				c.add(errors.New("give IDs or --all, not both"))
-			case len(ids) > 0 && (sel.topic != "" || sel.key != "" || cmd.Flags().Changed("older-than")):
-				c.add(errors.New("--topic, --key and --older-than go with --all, not with IDs"))
-			}
+			sel.checkIDsOrAll(cmd, c, "retry", ids, all)
 			c.intIn("limit", sel.limit, 1, maxListLimit)
 			p := sel.params(c, time.Now())
 			d, err := g.openChecked(cmd, c)
@@ -117,13 +109,10 @@ unless --out-of-order says that is what you want.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&sel.topic, "topic", "", "with --all: only this topic")
-	fl.StringVar(&sel.key, "key", "", "with --all: only this key")
-	fl.DurationVar(&sel.olderThan, "older-than", 0, "with --all: only events created longer ago than this (Go duration: 24h)")
+	sel.allFlags(cmd, "24h")
 	fl.BoolVar(&all, "all", false, "retry the oldest --limit dead events (of the selection, when given)")
 	fl.BoolVar(&outOfOrder, "out-of-order", false, "retry keyed events too, although they will be published after their key's later events")
 	fl.IntVar(&sel.limit, "limit", 1000, fmt.Sprintf("with --all: retry at most this many, 1 to %d", maxListLimit))
-	fl.BoolVar(&sel.asJSON, "json", false, "print JSON instead of text")
 	return cmd
 }
 
