@@ -6,8 +6,11 @@
 // phantom arrived, per-key order held and the inbox applied every effect
 // exactly once. One run serves every database and broker through two
 // interfaces (database, broker); TestFaults runs PostgreSQL with NATS
-// JetStream, RabbitMQ, Kafka (kfake) and Redis Streams, and MariaDB with
-// NATS JetStream, each on private servers. See docs/faults.md.
+// JetStream, RabbitMQ, Kafka (kfake), Redis Streams and Google's Pub/Sub
+// emulator, and MariaDB with NATS JetStream, each on private servers;
+// TestFaultsCDC runs the CDC relay (`outbox relay --mode cdc`, a hot
+// standby pair) from a logical-replication PostgreSQL cluster to NATS
+// JetStream. See docs/faults.md.
 //
 // The package has tests only; run them with
 //

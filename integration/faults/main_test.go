@@ -21,11 +21,11 @@ import (
 // TestMain runs one of those instead of the tests when envHelper is set.
 // The rest of the environment says which database and broker, and where.
 const (
-	envHelper     = "OUTBOX_FAULTS_HELPER"      // "run", "hold-claim", "hold-publish" or "inbox"
+	envHelper     = "OUTBOX_FAULTS_HELPER"      // "run", "hold-claim", "hold-publish", "inbox" or "cdc"
 	envDBKind     = "OUTBOX_FAULTS_DB_KIND"     // "postgres" or "mariadb"
 	envDB         = "OUTBOX_FAULTS_DB"          // the database's URL or DSN
 	envSchema     = "OUTBOX_FAULTS_SCHEMA"      // PostgreSQL's schema
-	envBrokerKind = "OUTBOX_FAULTS_BROKER_KIND" // "nats", "rabbitmq", "kafka" or "redis"
+	envBrokerKind = "OUTBOX_FAULTS_BROKER_KIND" // "nats", "rabbitmq", "kafka", "redis" or "pubsub"
 	envBroker     = "OUTBOX_FAULTS_BROKER"      // the relays' way to the broker (the proxy)
 	envBrokerDir  = "OUTBOX_FAULTS_BROKER_DIRECT"
 	envPrefix     = "OUTBOX_FAULTS_PREFIX" // subject prefix, exchange or topic prefix
@@ -44,6 +44,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "inbox":
 		os.Exit(helperExit(inboxProcess()))
+	case "cdc":
+		os.Exit(helperExit(cdcRelayProcess()))
 	default:
 		os.Exit(helperExit(relayProcess(mode)))
 	}
@@ -94,6 +96,8 @@ func relayProcess(mode string) error {
 		pub, err = kafkaRelayPublisher(log)
 	case "redis":
 		pub, err = redisRelayPublisher(log)
+	case "pubsub":
+		pub, err = pubsubRelayPublisher(log)
 	default:
 		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
 	}
@@ -169,6 +173,8 @@ func inboxProcess() error {
 		err = kafkaSubscribe(ctx, in, h)
 	case "redis":
 		err = redisSubscribe(ctx, in, h)
+	case "pubsub":
+		err = pubsubSubscribe(ctx, in, h)
 	default:
 		err = fmt.Errorf("unknown %s %q", envBrokerKind, k)
 	}
