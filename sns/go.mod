@@ -3,19 +3,19 @@ module github.com/outboxgo/outbox/sns
 go 1.26.8
 
 require (
-	github.com/Admiral-Piett/goaws v0.4.5
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
-	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/sns v1.48.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/uuid v1.6.0
 	github.com/outboxgo/outbox v0.1.0
-	github.com/sirupsen/logrus v1.10.2
+	github.com/outboxgo/outbox/internal/testkit v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/Admiral-Piett/goaws v0.4.5 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
@@ -27,5 +27,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
-	golang.org/x/sys v0.13.0 // indirect
+	github.com/sirupsen/logrus v1.10.2 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )

@@ -1,13 +1,11 @@
 package sns_test
 
 import (
-	"io"
 	"os"
 	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 )
 
@@ -22,8 +20,6 @@ func TestMain(m *testing.M) {
 	}
 	_ = os.Unsetenv("AWS_PROFILE")
 	_ = os.Unsetenv("AWS_SESSION_TOKEN")
-	// goaws logs every call through logrus's standard logger.
-	logrus.SetOutput(io.Discard)
 	goleak.VerifyTestMain(m)
 }
 

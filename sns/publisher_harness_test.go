@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxgo/outbox/internal/tcpproxy"
+	"github.com/outboxgo/outbox/internal/testkit/goawstest"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 	"github.com/outboxgo/outbox/sns"
@@ -22,11 +23,11 @@ func newPrefix() string { return fmt.Sprintf("outboxtest%d-%d-", os.Getpid(), se
 
 var pubHarness = publishertest.Harness{
 	Setup: func(t *testing.T) publishertest.Env {
-		g := startGoaws(t)
+		g := goawstest.Start(t, testAccessKey)
 		return pubEnv(t, g.URL, newPrefix())
 	},
 	Outage: func(t *testing.T) publishertest.Outage {
-		g := startGoaws(t)
+		g := goawstest.Start(t, testAccessKey)
 		px := tcpproxy.Start(t, strings.TrimPrefix(g.URL, "http://"))
 		return publishertest.Outage{
 			Env:   pubEnv(t, "http://"+px.Addr, newPrefix()),
@@ -36,14 +37,14 @@ var pubHarness = publishertest.Harness{
 	},
 	Refusals: []publishertest.Refusal{
 		{Name: "unknown access key", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
-			g := startGoaws(t)
+			g := goawstest.Start(t, testAccessKey)
 			prefix := newPrefix()
-			fanOut(t, prefix+testTopic, prefix+"queue")
+			goawstest.FanOut(t, prefix+testTopic, prefix+"queue")
 			return sns.NewPublisher(context.Background(), &sns.PublisherConfig{Region: "us-east-1", Account: testAccount,
 				Endpoint: g.URL, Credentials: wrongCreds, TopicPrefix: prefix})
 		}},
 		{Name: "topic does not exist", New: func(t *testing.T, env publishertest.Env) (publishers.Publisher, error) {
-			g := startGoaws(t)
+			g := goawstest.Start(t, testAccessKey)
 			cfg, err := sns.ConfigFromURL(fmt.Sprintf("sns://%s.us-east-1/%s?endpoint=%s&check_topics=%s", testAccount, newPrefix(), g.URL, env.Topic))
 			if err != nil {
 				return nil, err
@@ -58,7 +59,7 @@ var pubHarness = publishertest.Harness{
 // state. goaws does not deduplicate: no Dedup.
 func pubEnv(t *testing.T, endpoint, prefix string) publishertest.Env {
 	queue := prefix + "queue"
-	fanOut(t, prefix+testTopic, queue)
+	goawstest.FanOut(t, prefix+testTopic, queue)
 	return publishertest.Env{
 		NewPublisher: func(t *testing.T) publishers.Publisher {
 			p, err := sns.NewPublisher(context.Background(), &sns.PublisherConfig{Region: "us-east-1", Account: testAccount,
@@ -72,7 +73,7 @@ func pubEnv(t *testing.T, endpoint, prefix string) publishertest.Env {
 		Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 			deadline := time.Now().Add(timeout)
 			for {
-				msgs := queueMessages(t, queue)
+				msgs := goawstest.QueueMessages(t, queue)
 				if len(msgs) >= n || time.Now().After(deadline) {
 					out := make([]publishertest.Received, len(msgs))
 					for i, m := range msgs {
@@ -89,7 +90,7 @@ func pubEnv(t *testing.T, endpoint, prefix string) publishertest.Env {
 
 // translate reads a fanned-out message by the attributes the package
 // documents, without its code.
-func translate(t *testing.T, m sqsMessage) publishertest.Received {
+func translate(t *testing.T, m goawstest.Message) publishertest.Received {
 	r := publishertest.Received{ID: m.Attrs["outbox-id"], Key: m.Attrs["outbox-key"], Type: m.Attrs["outbox-type"],
 		Headers: map[string]string{}, Topic: testTopic}
 	switch m.Attrs["outbox-body-encoding"] {

@@ -3,28 +3,18 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/sqsfake"
 	"github.com/outboxgo/outbox/publishers"
-	"github.com/outboxgo/outbox/relay"
 	sqspub "github.com/outboxgo/outbox/sqs"
 )
-
-// awsBenchCreds are the benchmarks' static credentials (the SQS fake and
-// goaws check none).
-var awsBenchCreds = credentials.NewStaticCredentialsProvider("bench", "bench-secret", "")
 
 // BenchmarkDrainSQS drains a backlog of b.N events from PostgreSQL to SQS,
 // on the project's own SQS-compatible test server (internal/testkit/sqsfake:
@@ -38,70 +28,29 @@ var awsBenchCreds = credentials.NewStaticCredentialsProvider("bench", "bench-sec
 //
 //	go test -run '^$' -bench DrainSQS -benchtime 20000x ./relay/
 func BenchmarkDrainSQS(b *testing.B) {
-	for _, mode := range []string{"standard-unordered", "fifo-ordered"} {
-		b.Run(mode, func(b *testing.B) {
-			fifo := mode == "fifo-ordered"
-			url, fake := startSQSFake(b)
-			prefix := fmt.Sprintf("bench%d-", time.Now().UnixNano())
-			name := prefix + "bench"
-			if fifo {
-				name += ".fifo"
-			}
-			fake.CreateQueue(name)
-			benchDrain(b, 1, 0, func(b *testing.B, _ *bundle) publishers.Publisher {
-				p, err := sqspub.NewPublisher(context.Background(), &sqspub.PublisherConfig{Region: "us-east-1", Endpoint: url,
-					Credentials: awsBenchCreds, QueuePrefix: prefix, FIFO: fifo})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = p.Close() })
-				return p
-			}, &relay.Config{Unordered: !fifo})
-		})
-	}
+	benchAWSDrains(b, func(b *testing.B, prefix, name string, fifo bool) publishers.Publisher {
+		url, fake := startSQSFake(b)
+		fake.CreateQueue(name)
+		p, err := sqspub.NewPublisher(context.Background(), &sqspub.PublisherConfig{Region: "us-east-1", Endpoint: url,
+			Credentials: awsBenchCreds, QueuePrefix: prefix, FIFO: fifo})
+		return benchPublisher(b, p, err)
+	})
 	b.Run("raw client", func(b *testing.B) {
 		url, fake := startSQSFake(b)
 		queueURL := url + fake.CreateQueue(fmt.Sprintf("raw%d-bench", time.Now().UnixNano()))
-		tr := &http.Transport{MaxIdleConnsPerHost: sqspub.DefaultMaxInFlight}
-		b.Cleanup(tr.CloseIdleConnections)
 		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), Credentials: awsBenchCreds,
-			HTTPClient: &http.Client{Transport: tr}})
-		body := fmt.Sprintf("%0200d", 0) // 200 bytes, as the drains' payloads
-		b.ResetTimer()
-		start := time.Now()
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			fail error
-		)
-		sem := make(chan struct{}, sqspub.DefaultMaxInFlight)
-		for done := 0; done < b.N; done += 10 {
-			n := min(10, b.N-done)
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				entries := make([]types.SendMessageBatchRequestEntry, n)
-				for i := range entries {
-					entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body),
-						MessageAttributes: map[string]types.MessageAttributeValue{
-							"outbox-id": {DataType: aws.String("String"), StringValue: aws.String(outbox.NewID().String())}}}
-				}
-				out, err := c.SendMessageBatch(context.Background(), &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
-				if err == nil && len(out.Failed) > 0 {
-					err = fmt.Errorf("SendMessageBatch: %d failed entries, the first: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
-				}
-				if err != nil {
-					mu.Lock()
-					fail = err
-					mu.Unlock()
-				}
+			HTTPClient: awsBenchHTTP(b, sqspub.DefaultMaxInFlight)})
+		benchRawBatches(b, sqspub.DefaultMaxInFlight, func(ctx context.Context, n int) error {
+			entries := rawEntries(n, func(id, eventID *string) types.SendMessageBatchRequestEntry {
+				return types.SendMessageBatchRequestEntry{Id: id, MessageBody: aws.String(rawBody),
+					MessageAttributes: map[string]types.MessageAttributeValue{"outbox-id": {DataType: aws.String("String"), StringValue: eventID}}}
 			})
-		}
-		wg.Wait()
-		if fail != nil {
-			b.Fatal(fail)
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+			out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+			if err != nil {
+				return err
+			}
+			return failedEntries("SendMessageBatch", out.Failed, func(f types.BatchResultErrorEntry) *string { return f.Message })
+		})
 	})
 }
 

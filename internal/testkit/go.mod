@@ -3,6 +3,7 @@ module github.com/outboxgo/outbox/internal/testkit
 go 1.26.8
 
 require (
+	github.com/Admiral-Piett/goaws v0.4.5
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
@@ -15,6 +16,7 @@ require (
 	github.com/outboxgo/outbox v0.1.0
 	github.com/outboxgo/outbox/postgres v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/goleak v1.3.0
 )
 
@@ -25,6 +27,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

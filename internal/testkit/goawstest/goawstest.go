@@ -1,9 +1,30 @@
-package sns_test
+// Package goawstest serves goaws (github.com/Admiral-Piett/goaws v0.4.5,
+// SNS and its SQS side on the query protocol, in process) to the tests of
+// the SNS publisher and to the benchmarks, behind a shim of the project's
+// own. goaws keeps its state in package variables, reads some of them
+// without locks and lacks PublishBatch and GetTopicAttributes; the shim
+// therefore
+//   - passes one call at a time to goaws (goaws is not safe for
+//     concurrent calls; test cases run in parallel),
+//   - answers PublishBatch by calling goaws's Publish once per entry, in
+//     order, and GetTopicAttributes from goaws's topics,
+//   - refuses an access key other than the server's with
+//     InvalidClientTokenId (goaws checks no credentials).
+//
+// It does not emulate FIFO topics (goaws has none: a topic named
+// "x.fifo" is a standard topic, and message group and deduplication IDs
+// are ignored), deduplication, or SNS's limits. goaws logs every call
+// through logrus's standard logger; Start discards that logger's output.
+//
+// Only test code imports this package: goaws stays out of the modules of
+// the project's users.
+package goawstest
 
 import (
 	"encoding/base64"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,42 +35,50 @@ import (
 
 	"github.com/Admiral-Piett/goaws/app"
 	"github.com/Admiral-Piett/goaws/app/router"
+	"github.com/sirupsen/logrus"
 )
 
-// goaws is the in-process goaws v0.4.5 server (its router, SNS and its
-// SQS side, both on the query protocol) behind a shim of the tests' own.
-// goaws keeps its state in package variables, reads some of them without
-// locks and lacks PublishBatch and GetTopicAttributes; the shim therefore
-//   - passes one call at a time to goaws (goaws is not safe for
-//     concurrent calls; the suites' cases run in parallel),
-//   - answers PublishBatch by calling goaws's Publish once per entry, in
-//     order, and GetTopicAttributes from goaws's topics,
-//   - refuses an access key other than testAccessKey with
-//     InvalidClientTokenId (goaws checks no credentials).
-//
-// It does not emulate FIFO topics (goaws has none), deduplication, or
-// SNS's limits.
-type goaws struct {
+// Account is the account of the ARNs FanOut builds (goaws reads only a
+// topic's or queue's name from an ARN).
+const Account = "000000000000"
+
+// Server is a shim in front of the process's goaws, serving on a port of
+// 127.0.0.1.
+type Server struct {
+	// URL is the server's base URL, the SNS client's endpoint.
 	URL string
+
+	accessKey string
 }
 
 var (
-	goawsMu      sync.Mutex // one call at a time into goaws
+	mu           sync.Mutex // one call at a time into goaws
 	goawsRouter  http.Handler
-	goawsOnce    sync.Once
+	once         sync.Once
 	credentialRe = regexp.MustCompile(`Credential=([^/]*)/`)
 )
 
-// startGoaws serves the shim on a port of 127.0.0.1 until cleanup.
-func startGoaws(t testing.TB) *goaws {
-	goawsOnce.Do(func() { goawsRouter = router.New() })
-	hs := httptest.NewServer(http.HandlerFunc(shim))
-	t.Cleanup(hs.Close)
-	return &goaws{URL: hs.URL}
+func initGoaws() {
+	once.Do(func() {
+		logrus.SetOutput(io.Discard)
+		goawsRouter = router.New()
+	})
 }
 
-func shim(w http.ResponseWriter, r *http.Request) {
-	if m := credentialRe.FindStringSubmatch(r.Header.Get("Authorization")); m == nil || m[1] != testAccessKey {
+// Start serves a shim that accepts only accessKey until t's cleanup. All
+// shims share the process's one goaws: give each test its own topic and
+// queue names.
+func Start(t testing.TB, accessKey string) *Server {
+	initGoaws()
+	s := &Server{accessKey: accessKey}
+	hs := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(hs.Close)
+	s.URL = hs.URL
+	return s
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if m := credentialRe.FindStringSubmatch(r.Header.Get("Authorization")); m == nil || m[1] != s.accessKey {
 		queryError(w, http.StatusForbidden, "InvalidClientTokenId", "The security token included in the request is invalid.")
 		return
 	}
@@ -57,8 +86,8 @@ func shim(w http.ResponseWriter, r *http.Request) {
 		queryError(w, http.StatusBadRequest, "MalformedQueryString", err.Error())
 		return
 	}
-	goawsMu.Lock()
-	defer goawsMu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	switch r.Form.Get("Action") {
 	case "PublishBatch":
 		publishBatch(w, r.Form)
@@ -75,7 +104,7 @@ func shim(w http.ResponseWriter, r *http.Request) {
 }
 
 // topicOf is goaws's topic of an ARN (its last segment), nil if none.
-// goawsMu is held.
+// mu is held.
 func topicOf(arn string) *app.Topic {
 	name := arn[strings.LastIndexByte(arn, ':')+1:]
 	app.SyncTopics.Lock()
@@ -96,7 +125,7 @@ func xmlText(s string) string {
 }
 
 // publishBatch publishes each entry of a PublishBatch form through goaws's
-// Publish, in order.
+// Publish, in order. mu is held.
 func publishBatch(w http.ResponseWriter, f url.Values) {
 	arn := f.Get("TopicArn")
 	if topicOf(arn) == nil {
@@ -126,10 +155,7 @@ func publishBatch(w http.ResponseWriter, f url.Values) {
 				}
 			}
 		}
-		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(one.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		rec := httptest.NewRecorder()
-		goawsRouter.ServeHTTP(rec, req)
+		rec := serveGoaws(one)
 		if rec.Code != http.StatusOK {
 			fmt.Fprintf(&failed, `<member><Id>%s</Id><Code>InternalError</Code><Message>goaws: %s</Message><SenderFault>false</SenderFault></member>`,
 				xmlText(id), xmlText(rec.Body.String()))
@@ -146,53 +172,69 @@ func publishBatch(w http.ResponseWriter, f url.Values) {
 		ok.String(), failed.String())
 }
 
-// call runs one query call on goaws directly, failing the test unless it
-// answers 200.
-func call(t testing.TB, v url.Values) string {
-	t.Helper()
+// serveGoaws runs one query call on goaws and returns its answer. mu is
+// held.
+func serveGoaws(v url.Values) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(v.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	rec := httptest.NewRecorder()
-	goawsOnce.Do(func() { goawsRouter = router.New() })
-	goawsMu.Lock()
 	goawsRouter.ServeHTTP(rec, req)
-	goawsMu.Unlock()
+	return rec
+}
+
+// Call runs one query call on goaws directly, failing the test unless it
+// answers 200, and returns the answer's body.
+func Call(t testing.TB, v url.Values) string {
+	t.Helper()
+	initGoaws()
+	mu.Lock()
+	rec := serveGoaws(v)
+	mu.Unlock()
 	if rec.Code != http.StatusOK {
 		t.Fatalf("goaws %s: %d %s", v.Get("Action"), rec.Code, rec.Body.String())
 	}
 	return rec.Body.String()
 }
 
-// fanOut creates the topic and a queue subscribed to it with raw message
+// CreateTopic creates the topic on goaws.
+func CreateTopic(t testing.TB, topic string) {
+	t.Helper()
+	Call(t, url.Values{"Action": {"CreateTopic"}, "Name": {topic}})
+}
+
+// FanOut creates the topic and a queue subscribed to it with raw message
 // delivery (the message attributes become the SQS message's).
-func fanOut(t testing.TB, topic, queue string) {
-	call(t, url.Values{"Action": {"CreateTopic"}, "Name": {topic}})
-	call(t, url.Values{"Action": {"CreateQueue"}, "QueueName": {queue}})
-	call(t, url.Values{"Action": {"Subscribe"}, "TopicArn": {"arn:aws:sns:us-east-1:" + testAccount + ":" + topic},
-		"Protocol": {"sqs"}, "Endpoint": {"arn:aws:sqs:us-east-1:" + testAccount + ":" + queue},
+func FanOut(t testing.TB, topic, queue string) {
+	t.Helper()
+	CreateTopic(t, topic)
+	Call(t, url.Values{"Action": {"CreateQueue"}, "QueueName": {queue}})
+	Call(t, url.Values{"Action": {"Subscribe"}, "TopicArn": {"arn:aws:sns:us-east-1:" + Account + ":" + topic},
+		"Protocol": {"sqs"}, "Endpoint": {"arn:aws:sqs:us-east-1:" + Account + ":" + queue},
 		"Attributes.entry.1.key": {"RawMessageDelivery"}, "Attributes.entry.1.value": {"true"}})
 }
 
-// sqsMessage is a message of goaws's SQS side, as read through goaws's
-// own state.
-type sqsMessage struct {
+// Message is a message of goaws's SQS side, as read through goaws's own
+// state.
+type Message struct {
 	Body  string
 	Attrs map[string]string // decoded: a Binary attribute's bytes
 }
 
-// queueMessages returns what goaws's queue holds, in order.
-func queueMessages(t testing.TB, queue string) []sqsMessage {
-	goawsMu.Lock()
-	defer goawsMu.Unlock()
+// QueueMessages returns what goaws's queue holds, in order.
+func QueueMessages(t testing.TB, queue string) []Message {
+	t.Helper()
+	initGoaws()
+	mu.Lock()
+	defer mu.Unlock()
 	app.SyncQueues.Lock()
 	defer app.SyncQueues.Unlock()
 	q := app.SyncQueues.Queues[queue]
 	if q == nil {
 		return nil
 	}
-	out := make([]sqsMessage, len(q.Messages))
+	out := make([]Message, len(q.Messages))
 	for i, m := range q.Messages {
-		out[i] = sqsMessage{Body: string(m.MessageBody), Attrs: map[string]string{}}
+		out[i] = Message{Body: string(m.MessageBody), Attrs: map[string]string{}}
 		for k, a := range m.MessageAttributes {
 			v := a.Value
 			if a.ValueKey == "BinaryValue" {
