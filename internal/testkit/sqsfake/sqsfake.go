@@ -78,6 +78,9 @@ type queue struct {
 	visibility time.Duration
 	msgs       []*message // in send order, deleted ones removed
 	dedup      map[string]dedupEntry
+	// dedupOrder are the deduplication IDs in the order they entered
+	// dedup, so that expiring them costs what expires, not the window.
+	dedupOrder []string
 }
 
 type dedupEntry struct {
@@ -493,11 +496,8 @@ func (s *Server) send(q *queue, e *entry) (string, string, *apiError) {
 	q.msgs = append(q.msgs, m)
 	if q.fifo {
 		q.dedup[e.MessageDeduplicationId] = dedupEntry{at: now, id: m.id}
-		for k, d := range q.dedup {
-			if now.Sub(d.at) >= DedupWindow {
-				delete(q.dedup, k)
-			}
-		}
+		q.dedupOrder = append(q.dedupOrder, e.MessageDeduplicationId)
+		q.expireDedup(now)
 	}
 	s.notify()
 	seq := ""
@@ -828,3 +828,20 @@ func (s *Server) deleteMessageBatch(req *request) (any, *apiError) {
 
 // alnum reports whether c is an ASCII letter or digit.
 func alnum(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
+// expireDedup forgets the deduplication IDs older than DedupWindow, oldest
+// first, stopping at the first one still in the window.
+func (q *queue) expireDedup(now time.Time) {
+	n := 0
+	for _, k := range q.dedupOrder {
+		d, ok := q.dedup[k]
+		if ok && now.Sub(d.at) < DedupWindow {
+			break
+		}
+		if ok {
+			delete(q.dedup, k)
+		}
+		n++
+	}
+	q.dedupOrder = q.dedupOrder[n:]
+}
