@@ -297,51 +297,21 @@ func (w *cdcWorld) killConns(ctx context.Context) (n int, err error) {
 // The polling relays' claim faults (held claims, a SIGSTOP past the claim
 // timeout) do not apply: the CDC relay claims nothing.
 func runCDCFaults(t *testing.T, db *pgDatabase, br *natsBroker) {
-	pl := planFor()
+	s := startSuite(t, db, br)
+	pl, inboxProc := s.pl, s.inboxProc
 	ctx := context.Background()
-	keys := make([]string, pl.keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("key-%d", i)
-	}
-	if err := db.prepare(ctx, append(keys, badKey)); err != nil {
-		t.Fatal(err)
-	}
-	logFile := helperLog(t)
-	env := slices.Concat(os.Environ(), db.env(), br.env())
-	inboxProc := &proc{env: env, mode: "inbox", log: logFile}
-	if err := inboxProc.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(inboxProc.kill)
 	// The slot exists before the first event: a new slot starts at its
 	// creation.
-	cw := startCDCRelays(t, db, br, env, logFile, cdcRelays)
-	w := startWriters(t, db, keys, pl.pace)
+	cw := startCDCRelays(t, db, br, s.env, s.log, cdcRelays)
+	w := startWriters(t, db, s.keys, pl.pace)
 
 	// Random SIGKILLs of either relay, streaming or standing by.
 	var c counts
 	var ackKills atomic.Int64
-	killerDone := make(chan struct{})
-	var killer sync.WaitGroup
-	killer.Go(func() {
-		for {
-			d := pl.killEvery[0] + rand.N(pl.killEvery[1]-pl.killEvery[0])
-			select {
-			case <-killerDone:
-				return
-			case <-time.After(d):
-			}
-			p := cw.relays[rand.IntN(len(cw.relays))]
-			c.kills.Add(1)
-			p.kill()
-			if err := p.start(); err != nil {
-				t.Errorf("restart a CDC relay: %v", err)
-				return
-			}
-		}
+	stopKiller := s.startKiller(t, func(int) killable {
+		c.kills.Add(1)
+		return cw.relays[rand.IntN(len(cw.relays))]
 	})
-	stopKiller := sync.OnceFunc(func() { close(killerDone); killer.Wait() })
-	t.Cleanup(stopKiller)
 
 	begin := time.Now()
 	waitFor(t, "the first events to commit", 30*time.Second, func() bool { return w.committed.Load() > 100 })
@@ -396,23 +366,14 @@ func runCDCFaults(t *testing.T, db *pgDatabase, br *natsBroker) {
 	stopKiller()
 	w.stop()
 
-	backlog := waitDrained(t, db)
-	drain := time.Since(lastFault)
-	log, err := db.committed(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadOK := checkDead(t, db, bad)
-	rolledBack := w.rolledBackIDs()
-	a := checkArrivals(t, br, log, rolledBack)
-	applied, effectErrs := checkInbox(t, db, br, inboxProc, log)
+	o := s.check(t, db, br, w, bad, lastFault)
 
 	tbl := newTable()
 	tbl.row("mode", pl.name)
 	tbl.row("relay processes", fmt.Sprintf("%d on one slot (outbox relay --mode cdc: one streams, the others stand by)", cdcRelays))
 	tbl.row("run (faults)", lastFault.Sub(begin).Round(100*time.Millisecond))
-	tbl.row("events committed", len(log))
-	tbl.row("transactions rolled back on purpose", len(rolledBack))
+	tbl.row("events committed", len(o.committed))
+	tbl.row("transactions rolled back on purpose", len(o.rolledBack))
 	tbl.row("transactions failed by faults", w.errors.Load())
 	tbl.row("relay kills (SIGKILL)", fmt.Sprintf("%d (%d of the streaming relay right after a broker ack)", c.kills.Load(), ackKills.Load()))
 	tbl.row("standby takeovers after an ack kill", cw.takeoverSummary())
@@ -421,27 +382,11 @@ func runCDCFaults(t *testing.T, db *pgDatabase, br *natsBroker) {
 	tbl.row("proxy stalls / drops / cuts", fmt.Sprintf("%d / %d / %d", c.proxyStalls.Load(), c.drops.Load(), c.cuts.Load()))
 	tbl.row("connection kills", fmt.Sprintf("%d (%d relay, walsender and inbox sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
 	tbl.row("database restarts", c.dbRestarts.Load())
-	tbl.row("bad input dead-lettered", fmt.Sprintf("%d of %d (+%d refused at Enqueue)", deadOK, len(bad.dead), bad.refused))
-	tbl.row("lost", a.lost)
-	tbl.row("phantom", a.phantom)
-	tbl.row("order violations", a.violations)
-	tbl.row("duplicates delivered", a.dups)
-	if n, ok := br.republished(); ok {
-		tbl.row("re-publishes the broker dropped", fmt.Sprintf("%d (seen on the wire)", n))
-	}
-	tbl.row("inbox effects applied", fmt.Sprintf("%d (%d wrong)", applied, effectErrs))
-	tbl.row("redeliveries the inbox dropped", inboxProc.dups.Load())
-	tbl.row("backlog at the last fault", backlog)
-	tbl.row("time to drain after the last fault", drain.Round(10*time.Millisecond))
+	o.rows(tbl, br, inboxProc)
 	t.Logf("fault-injection summary (%s CDC + %s):\n%s", db.name(), br.name(), tbl)
 
-	if a.lost > 0 {
-		t.Errorf("%d committed events never arrived", a.lost)
-	}
+	o.verdict(t)
 	if ackKills.Load() == 0 || c.outages.Load() == 0 || c.dbRestarts.Load() == 0 {
 		t.Errorf("no kill after an ack, no outage or no database restart: the run proved nothing")
-	}
-	if len(log) < 100 {
-		t.Errorf("only %d events committed", len(log))
 	}
 }

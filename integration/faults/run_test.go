@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -58,24 +56,11 @@ type counts struct {
 // lost, nothing rolled back arrived, each key kept its commit order, and
 // every effect was applied exactly once.
 func runFaults(t *testing.T, db database, br broker) {
-	pl := planFor()
+	s := startSuite(t, db, br)
+	pl, env, logFile, inboxProc := s.pl, s.env, s.log, s.inboxProc
 	ctx := context.Background()
-	keys := make([]string, pl.keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("key-%d", i)
-	}
-	if err := db.prepare(ctx, append(keys, badKey)); err != nil {
-		t.Fatal(err)
-	}
 
-	logFile := helperLog(t)
-	env := slices.Concat(os.Environ(), db.env(), br.env())
-
-	// The inbox's consumer, then the relays.
-	inboxProc := &proc{env: env, mode: "inbox", log: logFile}
-	if err := inboxProc.start(); err != nil {
-		t.Fatal(err)
-	}
+	// The relays, after the inbox's consumer.
 	procs := make([]*proc, pl.relays)
 	for i := range procs {
 		procs[i] = &proc{env: env, mode: "run", log: logFile}
@@ -91,7 +76,7 @@ func runFaults(t *testing.T, db database, br broker) {
 	})
 
 	// Writers: 8 at once on random keys, a tenth rolling back on purpose.
-	w := startWriters(t, db, keys, pl.pace)
+	w := startWriters(t, db, s.keys, pl.pace)
 	write, stopWriters := w.write, w.stop
 
 	// Random kills of every relay but the first (the one SIGSTOPped), and
@@ -101,32 +86,14 @@ func runFaults(t *testing.T, db database, br broker) {
 	if spared != "" {
 		t.Logf("the inbox's consumer is not SIGKILLed with %s: %s", br.name(), spared)
 	}
-	killerDone := make(chan struct{})
-	var killer sync.WaitGroup
-	killer.Go(func() {
-		for i := 1; ; i++ {
-			d := pl.killEvery[0] + rand.N(pl.killEvery[1]-pl.killEvery[0])
-			select {
-			case <-killerDone:
-				return
-			case <-time.After(d):
-			}
-			p := procs[1+rand.IntN(len(procs)-1)]
-			if i%4 == 0 && spared == "" {
-				p = inboxProc
-				c.inboxKills.Add(1)
-			} else {
-				c.kills.Add(1)
-			}
-			p.kill()
-			if err := p.start(); err != nil {
-				t.Errorf("restart %s process: %v", p.mode, err)
-				return
-			}
+	stopKiller := s.startKiller(t, func(i int) killable {
+		if i%4 == 0 && spared == "" {
+			c.inboxKills.Add(1)
+			return inboxProc
 		}
+		c.kills.Add(1)
+		return procs[1+rand.IntN(len(procs)-1)]
 	})
-	stopKiller := sync.OnceFunc(func() { close(killerDone); killer.Wait() })
-	t.Cleanup(stopKiller)
 
 	begin := time.Now()
 	// Let a backlog build and the relays get going.
@@ -185,30 +152,14 @@ func runFaults(t *testing.T, db database, br broker) {
 	stopKiller()
 	stopWriters()
 
-	// Drain: no pending event left.
-	backlog := waitDrained(t, db)
-	drain := time.Since(lastFault)
-
-	// What committed, with each event's commit rank within its key.
-	log, err := db.committed(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadOK := checkDead(t, db, bad)
-
-	// The plain consumer: everything the broker holds.
-	rolledBack := w.rolledBackIDs()
-	a := checkArrivals(t, br, log, rolledBack)
-	lost, phantom, violations, dups := a.lost, a.phantom, a.violations, a.dups
-
-	applied, effectErrs := checkInbox(t, db, br, inboxProc, log)
+	o := s.check(t, db, br, w, bad, lastFault)
 
 	tbl := newTable()
 	tbl.row("mode", pl.name)
 	tbl.row("relay processes", pl.relays)
 	tbl.row("run (faults)", lastFault.Sub(begin).Round(100*time.Millisecond))
-	tbl.row("events committed", len(log))
-	tbl.row("transactions rolled back on purpose", len(rolledBack))
+	tbl.row("events committed", len(o.committed))
+	tbl.row("transactions rolled back on purpose", len(o.rolledBack))
 	tbl.row("transactions failed by faults", w.errors.Load())
 	tbl.row("relay kills (SIGKILL)", fmt.Sprintf("%d (%d held between claim/publish or publish/mark)", c.kills.Load(), c.heldKills.Load()))
 	tbl.row("inbox consumer kills (SIGKILL)", c.inboxKills.Load())
@@ -217,28 +168,12 @@ func runFaults(t *testing.T, db database, br broker) {
 	tbl.row("proxy drops / cuts", fmt.Sprintf("%d / %d", c.drops.Load(), c.cuts.Load()))
 	tbl.row("connection kills", fmt.Sprintf("%d (%d relay and inbox sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
 	tbl.row("database restarts", c.dbRestarts.Load())
-	tbl.row("bad input dead-lettered", fmt.Sprintf("%d of %d (+%d refused at Enqueue)", deadOK, len(bad.dead), bad.refused))
-	tbl.row("lost", lost)
-	tbl.row("phantom", phantom)
-	tbl.row("order violations", violations)
-	tbl.row("duplicates delivered", dups)
-	if n, ok := br.republished(); ok {
-		tbl.row("re-publishes the broker dropped", fmt.Sprintf("%d (seen on the wire)", n))
-	}
-	tbl.row("inbox effects applied", fmt.Sprintf("%d (%d wrong)", applied, effectErrs))
-	tbl.row("redeliveries the inbox dropped", inboxProc.dups.Load())
-	tbl.row("backlog at the last fault", backlog)
-	tbl.row("time to drain after the last fault", drain.Round(10*time.Millisecond))
+	o.rows(tbl, br, inboxProc)
 	t.Logf("fault-injection summary (%s + %s):\n%s", db.name(), br.name(), tbl)
 
-	if lost > 0 {
-		t.Errorf("%d committed events never arrived", lost)
-	}
+	o.verdict(t)
 	if c.kills.Load() == 0 || c.outages.Load() == 0 {
 		t.Errorf("no relay killed or no outage: the run proved nothing")
-	}
-	if len(log) < 100 {
-		t.Errorf("only %d events committed", len(log))
 	}
 }
 
