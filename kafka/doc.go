@@ -54,7 +54,13 @@
 // client at once and then waits for all their callbacks or for the
 // context: the batch is pipelined. The idempotent producer stores the
 // records of one partition in the order they were produced, even when it
-// retries, so a key's order survives the pipelining. Kafka has no
+// retries, so a key's order survives the pipelining (the relay sends one
+// event of a key per call: see "Key order within a call"). The client does
+// not linger (franz-go's default is 10 ms): a partition's first record
+// goes out at once, and the records after it gather into the next batch
+// while that request is in flight, so a call of one record (a hot key in
+// ordered mode) costs a round trip, not a linger; kgo.ProducerLinger in
+// ClientOptions sets one. Kafka has no
 // broker-side dedup by an application ID (the idempotent producer only
 // drops its own retries): consumers deduplicate by the Outbox-Id header
 // (the inbox, which the Subscriber feeds).
@@ -105,6 +111,45 @@
 // 1,000,012 like the broker's default) at or below the topics'
 // max.message.bytes so that the client, which checks one record at a time,
 // refuses an oversize record alone.
+//
+// # Key order within a call
+//
+// The Publisher does not declare publishers.OrderKeeper's promise
+// (KeepsKeyOrder is false), so the relay sends a key's events one in
+// flight at a time, and the events of many keys in one pipelined call.
+// What franz-go (v1.22) guarantees, from its documentation and source:
+//
+//   - One key, one partition: the default partitioner hashes a non-nil key
+//     (murmur2) onto the topic's partitions, as long as their number does
+//     not change.
+//   - Order through retries: the producer is idempotent (the Publisher
+//     forces acks=all, which idempotence needs; ClientOptions must not
+//     disable it). It keeps one produce request in flight per broker,
+//     numbers each partition's batches and resends them in order, and the
+//     broker refuses a batch out of sequence. A batch that may have been
+//     stored (its request timed out, or was written to too few replicas)
+//     is never failed by a timeout or a context: it is retried until the
+//     broker answers (kgo.RecordRetries is unbounded by default).
+//   - A failure fails the partition's buffer: when a batch fails (an error
+//     the broker does not call retriable; PublisherConfig.DeliveryTimeout,
+//     the retry limit or the end of its first record's context, while the
+//     batch is known not to be stored), franz-go fails every record it
+//     holds for that partition, the later batches too, and moves to a new
+//     producer epoch.
+//   - But not what comes after: a record produced after that failure goes
+//     into a new batch and is sent. The failure reaches the Publisher later,
+//     on franz-go's promise goroutine, and nothing holds the partition
+//     until then; so while a Publish call is still handing a key's records
+//     to the client, an earlier one can fail and a later one be stored. A
+//     record too large for a batch is likewise failed alone
+//     (kerr.MessageTooLarge) while the ones after it are sent.
+//
+// So the Publisher cannot promise that once a message fails no later
+// message of its key in the call is stored, and a key's events pipelined in
+// one call could be stored out of order after a failure. (A transactional
+// producer, one transaction per call read with read_committed, or a
+// per-key sequence number the inbox checks, could make that safe; neither
+// exists yet.)
 //
 // # Subscribing
 //

@@ -29,8 +29,9 @@ type Publisher struct {
 }
 
 var (
-	_ publishers.Publisher = (*Publisher)(nil)
-	_ publishers.Checker   = (*Publisher)(nil)
+	_ publishers.Publisher   = (*Publisher)(nil)
+	_ publishers.Checker     = (*Publisher)(nil)
+	_ publishers.OrderKeeper = (*Publisher)(nil)
 )
 
 // NewPublisher returns a Publisher producing to cfg.Brokers; a nil cfg
@@ -102,6 +103,16 @@ func (p *Publisher) Check(ctx context.Context) error {
 	p.ref.ok()
 	return nil
 }
+
+// KeepsKeyOrder reports false, whatever the configuration: the Publisher
+// does not make publishers.OrderKeeper's promise, so the relay keeps one
+// event of a key in flight at a time. franz-go's idempotent producer keeps
+// a partition's records in produce order through its retries, and when one
+// fails it fails every record of the partition it holds; but it takes and
+// sends the records produced after that failure, so a key's later message
+// in a Publish call can be stored after an earlier one failed. See the
+// package documentation, "Key order within a call".
+func (p *Publisher) KeepsKeyOrder() bool { return false }
 
 // Client returns the franz-go client the Publisher produces with.
 func (p *Publisher) Client() *kgo.Client { return p.cl }

@@ -42,7 +42,8 @@ type PublisherConfig struct {
 	// DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
-	// ClientOptions are extra franz-go options (TLS, SASL, linger, …),
+	// ClientOptions are extra franz-go options (TLS, SASL,
+	// kgo.ProducerLinger — the publisher does not linger by default —, …),
 	// applied after the publisher's own so they may override them —
 	// except acks, which stay acks=all. They must not disable idempotent
 	// writes (kgo.DisableIdempotentWrite): ordered retries rest on them. A
@@ -127,6 +128,11 @@ func (c *PublisherConfig) clientOptions(ref *refusals) []kgo.Opt {
 		kgo.ProducerBatchMaxBytes(int32(c.MaxRecordBytes)),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
 		kgo.DialTimeout(c.DialTimeout),
+		// No linger (franz-go's default is 10ms): Publish hands a call's
+		// records over at once, and records gather into the next batch
+		// while a request is in flight anyway; a linger would only delay
+		// a call of one record (a hot key in ordered mode) that long.
+		kgo.ProducerLinger(0),
 		kgo.WithLogger(&logger{l: c.Logger, ref: ref, prefix: "kafka publisher: "}),
 		kgo.WithHooks(saslHook{ref}),
 	}

@@ -58,10 +58,13 @@ type Checker interface {
 // within one Publish call by themselves, whatever fails: a message of a key
 // is stored only after every earlier message of that key in the call, and
 // once one fails, no later message of its key in the call is stored (each
-// fails too). A producer whose retries keep each partition in order and
-// that fails a partition's later records after a failed one could; none of
-// this project's publishers declares it yet. KeepsKeyOrder reports whether
-// the publisher, as configured, does; the relay then sends a batch's events of a key in one
+// fails too). Retries that keep a partition in order are not enough: the
+// producer must also refuse a key's later messages once an earlier one
+// failed, however the failure and the call interleave. Google Pub/Sub's
+// client does (it pauses the ordering key: pubsub declares it); franz-go
+// fails the records it holds but sends the ones produced after the failure
+// (kafka reports false). KeepsKeyOrder reports whether the publisher, as
+// configured, does; the relay then sends a batch's events of a key in one
 // pipelined call instead of one call per event. A publisher that cannot
 // promise it must not implement it or must report false: the relay's
 // default, one event of a key in flight at a time, keeps the order on any
