@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -40,8 +42,33 @@ const (
 // whose spans go to an OTLP endpoint.
 type tracing struct {
 	tp *sdktrace.TracerProvider
+	// prop reads each event's stored trace context (OTEL_PROPAGATORS);
+	// nil: outboxotel's default, W3C Trace Context.
+	prop propagation.TextMapPropagator
 	// where says where the spans go, for the start line, redacted.
 	where string
+}
+
+// propagators is what OTEL_PROPAGATORS names, the formats the writers
+// store the trace context in (tracecontext, baggage, b3, b3multi, jaeger,
+// xray, ottrace, none; comma-separated); nil when it is unset, for
+// outboxotel's default, W3C Trace Context alone.
+func propagators() (propagation.TextMapPropagator, error) {
+	v := strings.TrimSpace(os.Getenv("OTEL_PROPAGATORS"))
+	if v == "" {
+		return nil, nil
+	}
+	var names []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	p, err := autoprop.TextMapPropagator(names...)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_PROPAGATORS=%q: %v; known: tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace, none", v, err)
+	}
+	return p, nil
 }
 
 // otlpProtocol is the OTLP protocol the environment asks for: the
@@ -97,6 +124,9 @@ func checkTracing() error {
 	if _, err := otlpProtocol(); err != nil {
 		return err
 	}
+	if _, err := propagators(); err != nil {
+		return err
+	}
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		v := strings.TrimSpace(os.Getenv(name))
 		if v == "" {
@@ -125,6 +155,10 @@ func startTracing(ctx context.Context, log *slog.Logger) (*tracing, error) {
 	if err != nil {
 		return nil, err
 	}
+	prop, err := propagators()
+	if err != nil {
+		return nil, err
+	}
 	otelapi.SetErrorHandler(otelapi.ErrorHandlerFunc(func(err error) {
 		log.Warn("trace export failed", "error", redact.Text(err.Error()))
 	}))
@@ -147,13 +181,13 @@ func startTracing(ctx context.Context, log *slog.Logger) (*tracing, error) {
 		return nil, fmt.Errorf("--otel: the resource: %s", redact.Text(err.Error()))
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &tracing{tp: tp, where: "OTLP " + proto + " to " + otlpEndpoint(proto)}, nil
+	return &tracing{tp: tp, prop: prop, where: "OTLP " + proto + " to " + otlpEndpoint(proto)}, nil
 }
 
 // wrap returns pub starting a span per Publish, exported by t, with
 // messaging.system named after the broker's URL scheme.
 func (t *tracing) wrap(pub publishers.Publisher, scheme string) publishers.Publisher {
-	return outboxotel.Publisher(pub, &outboxotel.Config{TracerProvider: t.tp, System: messagingSystem(scheme)})
+	return outboxotel.Publisher(pub, &outboxotel.Config{TracerProvider: t.tp, Propagator: t.prop, System: messagingSystem(scheme)})
 }
 
 // shutdown flushes the spans not yet exported and stops the exporter.

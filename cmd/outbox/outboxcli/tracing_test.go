@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -135,14 +136,19 @@ func attr(kvs []*commonpb.KeyValue, key string) string {
 // enqueuing request stored in each event's headers; the broker's message
 // carries that context on; the spans are flushed when the relay stops; the
 // exporter's headers (a secret) are sent and never printed. Over both
-// protocols of OTEL_EXPORTER_OTLP_PROTOCOL.
+// protocols of OTEL_EXPORTER_OTLP_PROTOCOL, and with writers that store B3
+// headers (Zipkin's) and a relay told so by OTEL_PROPAGATORS.
 func TestRelayExportsTraces(t *testing.T) {
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
-		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) { testRelayExportsTraces(t, protocol) })
+		t.Run(strings.ReplaceAll(protocol, "/", "-"), func(t *testing.T) { testRelayExportsTraces(t, protocol, "") })
 	}
+	t.Run("b3", func(t *testing.T) { testRelayExportsTraces(t, "http/protobuf", "b3") })
 }
 
-func testRelayExportsTraces(t *testing.T, protocol string) {
+// testRelayExportsTraces runs the relay with OTEL_PROPAGATORS set to
+// propagators (unset when empty) after writers stored their trace context
+// with that propagator.
+func testRelayExportsTraces(t *testing.T, protocol, propagators string) {
 	e := newPG(t)
 	nc := natstest.Connect(t)
 	prefix, stream := natstest.NewStream(t, nc)
@@ -161,7 +167,19 @@ func testRelayExportsTraces(t *testing.T, protocol string) {
 		ids[id.String()] = true
 		msgs = append(msgs, outbox.Message{ID: id, Topic: "orders", Payload: []byte(`{}`)})
 	}
-	if err := e.enqueueTx(context.Background(), outboxotel.Inject(ctx, msgs...)); err != nil {
+	header := "traceparent" // the header that carries the trace ID on
+	if propagators == "" {
+		msgs = outboxotel.Inject(ctx, msgs...)
+	} else {
+		prop, err := autoprop.TextMapPropagator(propagators)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = (&outboxotel.Config{Propagator: prop}).Inject(ctx, msgs...)
+		header = prop.Fields()[0]
+		t.Setenv("OTEL_PROPAGATORS", propagators)
+	}
+	if err := e.enqueueTx(context.Background(), msgs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -187,8 +205,8 @@ func testRelayExportsTraces(t *testing.T, protocol string) {
 	}()
 	got := natstest.WaitForCount(t, natstest.JetStream(t, nc), stream, 3, time.Minute)
 	for _, m := range got {
-		if tp := m.Headers().Get("traceparent"); !strings.Contains(tp, writer.TraceID().String()) {
-			t.Errorf("the broker's message %s carries traceparent %q, want the writer's trace %s", m.Subject(), tp, writer.TraceID())
+		if tp := m.Headers().Get(header); !strings.Contains(tp, writer.TraceID().String()) {
+			t.Errorf("the broker's message %s carries %s %q, want the writer's trace %s", m.Subject(), header, tp, writer.TraceID())
 		}
 	}
 	cancel()
@@ -255,6 +273,9 @@ func TestRelayOTelBadEnvironment(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:s3cret@nowhere")
 	failsWith(t, []string{"relay", "--database-url", url, "--otel"}, "--otel", "OTEL_EXPORTER_OTLP_ENDPOINT", "want a URL")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_PROPAGATORS", "tracecontext,zipkin")
+	failsWith(t, []string{"relay", "--database-url", url, "--otel"}, "--otel", "OTEL_PROPAGATORS", "zipkin", "known: tracecontext")
 	// Without --otel the environment is not read.
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
 	failsWith(t, []string{"relay", "--database-url", url, "--batch-size", "0"}, "--batch-size")
