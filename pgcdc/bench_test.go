@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,18 +46,23 @@ func BenchmarkDrain(b *testing.B) {
 	for _, keys := range []int{1000, 10} {
 		for _, how := range []string{"cdc", "poll-unordered", "poll-ordered"} {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, how), func(b *testing.B) {
-				var total time.Duration
+				var total, cpu time.Duration
 				for range b.N {
-					total += drainOnce(b, how, n, keys)
+					d, c := drainOnce(b, how, n, keys)
+					total += d
+					cpu += c
 				}
 				b.ReportMetric(float64(n*b.N)/total.Seconds(), "ev/s")
+				b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N), "proc-cpu-µs/ev")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
 }
 
-func drainOnce(b *testing.B, how string, n, keys int) time.Duration {
+// drainOnce returns how long the drain took and the CPU this process spent
+// meanwhile: the relay's, and the in-process JetStream server's.
+func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, time.Duration) {
 	b.StopTimer()
 	e := newEnv(b)
 	ctx := context.Background()
@@ -84,7 +90,7 @@ func drainOnce(b *testing.B, how string, n, keys int) time.Duration {
 		b.Fatal(err)
 	}
 	b.StartTimer()
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
 	if how == "cdc" {
 		e.start(quiet(e.config()), e.publisher())
 	} else {
@@ -94,9 +100,18 @@ func drainOnce(b *testing.B, how string, n, keys int) time.Duration {
 		info, err := stream.Info(ctx)
 		return err == nil && info.State.Msgs >= uint64(n)
 	})
-	d := time.Since(start)
+	d, c := time.Since(start), processCPU()-cpu
 	b.StopTimer()
-	return d
+	return d, c
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // quiet drops cfg's logger: a benchmark's log is no place for the

@@ -56,15 +56,26 @@ func TestCommitPublishedRollbackNever(t *testing.T) {
 // each key's events arrive in commit order, with a publisher that keeps
 // one event of a key in flight and with one that pipelines (OrderKeeper).
 func TestPerKeyOrder(t *testing.T) {
-	for _, pipelined := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		pipelined bool
+		window    int // 0: the default, more than a transaction holds
+	}{
+		{"pipelined=false", false, 0},
+		{"pipelined=true", true, 0},
+		// Transactions of 500 events through a window of 100: their
+		// events go out before their commit is read.
+		{"window=100", false, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			var pub publishers.Publisher = e.publisher()
-			if pipelined {
+			if c.pipelined {
 				pub = orderKeeper{pub}
 			}
 			cfg := e.config()
 			cfg.BatchSize = 64
+			cfg.Window = c.window
 			e.start(cfg, pub)
 			var want []outbox.Message
 			for tx := range 2 {

@@ -110,7 +110,10 @@ func (e *engine) reset(ctx context.Context, confirmed pglogrepl.LSN) {
 	e.notify()
 }
 
-// add puts ev at the end of its key's queue; e.mu is held.
+// add puts ev at the end of its key's queue; e.mu is held. It wakes no
+// one: the caller notifies once it has added what it had (the stream at
+// the transaction's commit), so that a transaction of a thousand events
+// wakes the dispatcher once, not a thousand times.
 func (e *engine) add(ev *event) {
 	name := ev.msg.Key
 	if name == "" {
@@ -127,7 +130,6 @@ func (e *engine) add(ev *event) {
 	if ev.tx != nil {
 		ev.tx.open++
 	}
-	e.notify()
 }
 
 // done retires ev; e.mu is held.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxgo/outbox"
 )
@@ -136,9 +137,9 @@ func (r *Relay) markRows(ctx context.Context, evs []*event) error {
 		var err error
 		if r.cfg.Retention > 0 {
 			rows, err = r.pool.Query(ctx, `UPDATE `+r.table+` SET status = 1, published_at = $2 WHERE id = ANY($1) AND status = 0 RETURNING id`,
-				ids, r.cfg.Clock.Now().UTC())
+				pgIDs(ids), r.cfg.Clock.Now().UTC())
 		} else {
-			rows, err = r.pool.Query(ctx, `DELETE FROM `+r.table+` WHERE id = ANY($1) AND status = 0 RETURNING id`, ids)
+			rows, err = r.pool.Query(ctx, `DELETE FROM `+r.table+` WHERE id = ANY($1) AND status = 0 RETURNING id`, pgIDs(ids))
 		}
 		if err != nil {
 			return err
@@ -201,11 +202,22 @@ func (r *Relay) recheck(ctx context.Context, ids []uuid.UUID) (bool, error) {
 	var err error
 	if r.cfg.Retention > 0 {
 		_, err = r.pool.Exec(ctx, `UPDATE `+r.table+` SET status = 1, published_at = $2 WHERE id = ANY($1) AND status = 0`,
-			ids, r.cfg.Clock.Now().UTC())
+			pgIDs(ids), r.cfg.Clock.Now().UTC())
 	} else {
-		_, err = r.pool.Exec(ctx, `DELETE FROM `+r.table+` WHERE id = ANY($1) AND status = 0`, ids)
+		_, err = r.pool.Exec(ctx, `DELETE FROM `+r.table+` WHERE id = ANY($1) AND status = 0`, pgIDs(ids))
 	}
 	return err == nil, err
+}
+
+// pgIDs converts ids for pgx, which encodes a []pgtype.UUID as a uuid[]
+// directly; a []uuid.UUID goes through each element's driver.Valuer, and
+// pgx formats (and drops) an error for each before it tries that.
+func pgIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgtype.UUID{Bytes: id, Valid: true}
+	}
+	return out
 }
 
 // visibleSQL reports whether the transactions of 32-bit ids $1, decoded
@@ -393,6 +405,9 @@ func (r *Relay) sweep(ctx context.Context, limit int) error {
 		e.swept[ev.msg.ID] = true
 		e.add(ev)
 		r.stats.swept.Add(1)
+	}
+	if len(evs) > 0 {
+		e.notify()
 	}
 	return nil
 }

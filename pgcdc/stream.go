@@ -94,6 +94,11 @@ func (r *Relay) session(ctx context.Context) error {
 	r.active.Store(true)
 	r.log.Info("streaming", "slot", r.cfg.Slot, "from", confirmed.String())
 	s := &stream{r: r, conn: conn, rels: map[uint32]*relation{}, types: pgtype.NewMap(), sent: confirmed}
+	defer func() {
+		if s.rcancel != nil {
+			s.rcancel()
+		}
+	}()
 	return s.loop(ctx)
 }
 
@@ -109,6 +114,10 @@ type stream struct {
 	sent       pglogrepl.LSN // last LSN confirmed to the server
 	// reply: the server asked for a status update.
 	reply bool
+	// rctx ends at rdeadline, the receive deadline (see until).
+	rctx      context.Context
+	rcancel   context.CancelFunc
+	rdeadline time.Time
 }
 
 func (s *stream) loop(ctx context.Context) error {
@@ -149,9 +158,7 @@ func (s *stream) loop(ctx context.Context) error {
 			t.Stop()
 			continue
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
-		raw, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		raw, err := s.conn.ReceiveMessage(s.until(ctx, next))
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
 				continue
@@ -171,6 +178,20 @@ func (s *stream) loop(ctx context.Context) error {
 			return fmt.Errorf("server: %w", err)
 		}
 	}
+}
+
+// until returns a context of ctx that ends at deadline, the one of the
+// last call while deadline is the same: one per status interval, not one
+// per message received.
+func (s *stream) until(ctx context.Context, deadline time.Time) context.Context {
+	if s.rctx == nil || !s.rdeadline.Equal(deadline) {
+		if s.rcancel != nil {
+			s.rcancel()
+		}
+		s.rctx, s.rcancel = context.WithDeadline(ctx, deadline)
+		s.rdeadline = deadline
+	}
+	return s.rctx
 }
 
 // status sends a standby status update confirming lsn.
@@ -302,6 +323,12 @@ func (s *stream) insert(ctx context.Context, row *row) error {
 	}
 	e.mu.Lock()
 	e.add(&event{msg: row.msg, tx: s.cur, mark: r.cfg.Mode == MarkRows})
+	if s.cur.open%r.cfg.BatchSize == 0 || e.events >= r.cfg.Window {
+		// A long transaction: its events so far fill a batch, or the
+		// window, and go out before its commit arrives (the stream
+		// waits for the window meanwhile).
+		e.notify()
+	}
 	e.mu.Unlock()
 	return nil
 }
