@@ -73,6 +73,22 @@
 // channel error), the messages in flight fail and the next Publish dials
 // again: the relay recovers without a restart.
 //
+// # Cost on the broker
+//
+// Measured on RabbitMQ 3.10 (durable classic queue, persistent messages,
+// confirms; integration/relay's BenchmarkRabbitMQPublishCost, see
+// docs/benchmarks.md), a message of this publisher costs the broker about
+// 1.35–1.45 × the CPU of one with only the delivery mode and MessageId.
+// Most of it is not the headers as such but the size of the properties
+// block: up to 64 bytes (flags included) a message costs the same, past 64
+// bytes about 12 µs of broker CPU more, whatever pushes it past (a header,
+// or a longer Type). The flags, the delivery mode and the MessageId take
+// 40 of the 64, so the key, type and creation time cannot fit. The mandatory flag costs about 5 µs
+// more; it is what makes an unroutable message fail instead of being
+// acknowledged and dropped, and nothing cheaper gives that per message
+// (routing may depend on each message's headers, or on bindings that
+// change between two messages), so it stays.
+//
 // # Publishing errors
 //
 // Every path that publishes — a batch, and a message published again alone
