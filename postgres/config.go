@@ -28,13 +28,15 @@ type Config struct {
 	// polling only. Default false: every enqueueing transaction notifies
 	// once, at commit (see NotifyDebounce).
 	DisableNotify bool
-	// NotifyDebounce lets one process send at most one NOTIFY per interval:
-	// an enqueue within the interval after another skips its NOTIFY (the
-	// relay's claim after the first wake-up, and its short linger, find the
-	// event). PostgreSQL takes a global lock at the commit of a notifying
-	// transaction and holds it through the WAL flush, so notifying on every
-	// transaction serializes concurrent writers (see docs/relay.md for the
-	// figures). Default 10ms.
+	// NotifyDebounce paces one process's NOTIFYs to one per interval on
+	// average, with bursts of up to 10: a process that enqueues at a low
+	// or uneven rate notifies on every transaction (the lowest latency),
+	// one at a higher rate about once per interval, its other enqueues
+	// skipping their NOTIFY (the relay's claim after a wake-up, and its
+	// short linger, find those events). PostgreSQL takes a global lock at
+	// the commit of a notifying transaction and holds it through the WAL
+	// flush, so notifying on every transaction serializes concurrent
+	// writers (see docs/relay.md for the figures). Default 10ms.
 	NotifyDebounce time.Duration
 	// NotifyEveryTx sends the NOTIFY with every enqueueing transaction,
 	// whatever NotifyDebounce says: the lowest latency, at the cost above.

@@ -150,12 +150,19 @@ func chunks(msgs []outbox.Message, f func([]outbox.Message) error) error {
 }
 
 // notifier writes the inserts and decides which carry a NOTIFY (see
-// Config.NotifyDebounce). It rate-limits on the monotonic wall clock: this
-// is pacing, not a timestamp that is stored.
+// Config.NotifyDebounce): a token bucket, one token per NotifyDebounce and
+// notifyBurst at most, kept as its theoretical arrival time (GCRA). It
+// paces on the monotonic wall clock: this is pacing, not a timestamp that
+// is stored.
 type notifier struct {
-	cfg  Config
-	last atomic.Int64 // nanoseconds since start of the last NOTIFY
+	cfg Config
+	tat atomic.Int64 // nanoseconds since monoStart when the bucket is full again
 }
+
+// notifyBurst is how many enqueues in a row may notify before the pacing
+// starts: a writer process at a low or uneven rate notifies on every
+// transaction, one at a high rate about once per NotifyDebounce.
+const notifyBurst = 10
 
 var monoStart = time.Now()
 
@@ -164,18 +171,29 @@ func (n *notifier) sql(msgs []outbox.Message) string {
 }
 
 func (n *notifier) shouldNotify() bool {
+	return n.allow(int64(time.Since(monoStart)))
+}
+
+// allow takes a token at now (nanoseconds since monoStart) if the bucket
+// has one.
+func (n *notifier) allow(now int64) bool {
 	if n.cfg.DisableNotify {
 		return false
 	}
 	if n.cfg.NotifyEveryTx {
 		return true
 	}
-	now := int64(time.Since(monoStart))
-	last := n.last.Load()
-	if last != 0 && now-last < int64(n.cfg.NotifyDebounce) {
-		return false
+	d := int64(n.cfg.NotifyDebounce)
+	for {
+		tat := n.tat.Load()
+		next := max(tat, now) + d
+		if next-now > notifyBurst*d {
+			return false
+		}
+		if n.tat.CompareAndSwap(tat, next) {
+			return true
+		}
 	}
-	return n.last.CompareAndSwap(last, now)
 }
 
 // insert writes msgs in chunks through exec, the caller's transaction.

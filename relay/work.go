@@ -80,16 +80,22 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			idle = storeBackoff.Delay(storeFailures)
 			r.stats.storeErrors.Add(1)
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
-		case n > 0:
+		case n > 1:
 			// There may be more: a full batch, or in ordered mode the next
 			// events of each key just published, which an idle peer may
-			// take now. One event is a trickle: this worker's next claim
-			// is enough to look for more.
+			// take now.
 			storeFailures, busy = 0, true
-			if !r.cfg.Unordered && n > 1 {
+			if !r.cfg.Unordered {
 				r.wakes.peer(w)
 			}
 			continue
+		case n == 1:
+			// A trickle: the next event's NOTIFY wakes this worker, and
+			// one whose NOTIFY was paced away is found by the linger's
+			// claim, so no claim right away (at a trickle it finds
+			// nothing: a claim per event saved).
+			storeFailures, busy = 0, false
+			idle = min(r.cfg.PollInterval, lingerInterval)
 		case busy:
 			// The backlog just ran dry, but an event whose NOTIFY was
 			// debounced may commit just after: look once more soon.
