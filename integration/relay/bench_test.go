@@ -67,18 +67,18 @@ func BenchmarkScaleSlowBroker(b *testing.B) {
 	}
 }
 
-// benchDrain writes b.N events, then times relays draining them. newPub
-// makes each relay's publisher; nil means JetStream.
-func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {
-	bd := setup(b)
+// seed writes n events (200-byte payloads over keys keys, topic "bench",
+// 5,000 per transaction) and vacuums the table, so that its statistics
+// are those of the backlog.
+func seed(b *testing.B, bd *bundle, n, keys int) {
+	b.Helper()
 	ctx := context.Background()
 	payload := make([]byte, 200)
-	n := b.N
 	const chunk = 5000
 	for i := 0; i < n; i += chunk {
 		msgs := make([]outbox.Message, 0, chunk)
 		for j := i; j < min(n, i+chunk); j++ {
-			msgs = append(msgs, outbox.Message{Topic: "bench", Key: fmt.Sprint(j % 1000), Type: "Bench", Payload: payload})
+			msgs = append(msgs, outbox.Message{Topic: "bench", Key: fmt.Sprint(j % keys), Type: "Bench", Payload: payload})
 		}
 		if err := pgx.BeginFunc(ctx, bd.pool, func(tx pgx.Tx) error { return bd.ob.Enqueue(ctx, tx, msgs...) }); err != nil {
 			b.Fatal(err)
@@ -87,6 +87,15 @@ func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*test
 	if _, err := bd.pool.Exec(ctx, `VACUUM ANALYZE "`+bd.cfg.Schema+`".messages`); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchDrain writes b.N events, then times relays draining them. newPub
+// makes each relay's publisher; nil means JetStream.
+func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {
+	bd := setup(b)
+	ctx := context.Background()
+	n := b.N
+	seed(b, bd, n, 1000)
 	if newPub == nil {
 		newPub = func(b *testing.B, bd *bundle) publishers.Publisher { return bd.publisher(b) }
 	}

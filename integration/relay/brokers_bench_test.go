@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -57,28 +56,8 @@ func kafkaBench(b *testing.B, _ *bundle) publishers.Publisher {
 }
 
 func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
-	const url = "amqp://guest:guest@127.0.0.1:5672/"
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		testenv.Unreachable(b, "RabbitMQ at 127.0.0.1:5672", err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	name := fmt.Sprintf("outbox-bench-%d", time.Now().UnixNano())
-	if err := ch.ExchangeDeclare(name, amqp.ExchangeDirect, false, true, false, false, nil); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(name, false, false, false, false, nil); err != nil {
-		b.Fatal(err)
-	}
-	if err := ch.QueueBind(name, "bench", name, false, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _, _ = ch.QueueDelete(name, false, false, false) })
-	p, err := rabbitpub.NewPublisher(&rabbitpub.PublisherConfig{URL: url, Exchange: name})
+	name := rabbitTopology(b, false)
+	p, err := rabbitpub.NewPublisher(&rabbitpub.PublisherConfig{URL: rabbitBenchURL, Exchange: name})
 	if err != nil {
 		b.Fatal(err)
 	}

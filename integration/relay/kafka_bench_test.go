@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	kafkapub "github.com/outboxgo/outbox/kafka"
 	"github.com/outboxgo/outbox/postgres"
@@ -85,21 +83,8 @@ func (claimsKeyOrder) KeepsKeyOrder() bool { return true }
 func drainKeys(b *testing.B, keys int, pub publishers.Publisher, cfg *relay.Config) {
 	bd := setup(b)
 	ctx := context.Background()
-	payload := make([]byte, 200)
 	n := b.N
-	const chunk = 5000
-	for i := 0; i < n; i += chunk {
-		msgs := make([]outbox.Message, 0, chunk)
-		for j := i; j < min(n, i+chunk); j++ {
-			msgs = append(msgs, outbox.Message{Topic: "bench", Key: fmt.Sprint(j % keys), Type: "Bench", Payload: payload})
-		}
-		if err := pgx.BeginFunc(ctx, bd.pool, func(tx pgx.Tx) error { return bd.ob.Enqueue(ctx, tx, msgs...) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := bd.pool.Exec(ctx, `VACUUM ANALYZE "`+bd.cfg.Schema+`".messages`); err != nil {
-		b.Fatal(err)
-	}
+	seed(b, bd, n, keys)
 	cfg.PollInterval = 10 * time.Millisecond
 	db, err := postgres.New(pgtest.Pool(b), bd.cfg)
 	if err != nil {

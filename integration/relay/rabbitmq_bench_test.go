@@ -63,8 +63,8 @@ var rabbitRounds = flag.Int("rabbitmq-rounds", 1, "rounds of the RabbitMQ benchm
 // publisher newPub makes for the exchange when not nil.
 func benchRelayRabbitMQ(b *testing.B, cfg *relay.Config, newPub func(b *testing.B, exchange string) publishers.Publisher) {
 	bd := setup(b)
-	seedBacklog(b, bd, b.N)
-	exchange := rabbitDurableTopology(b)
+	seed(b, bd, b.N, 1000)
+	exchange := rabbitTopology(b, true)
 	var pub publishers.Publisher
 	if newPub != nil {
 		pub = newPub(b, exchange)
@@ -105,8 +105,8 @@ func benchRelayRabbitMQ(b *testing.B, cfg *relay.Config, newPub func(b *testing.
 // backlog.
 func benchReferenceRabbitMQ(b *testing.B) {
 	bd := setup(b)
-	seedBacklog(b, bd, b.N)
-	exchange := rabbitDurableTopology(b)
+	seed(b, bd, b.N, 1000)
+	exchange := rabbitTopology(b, true)
 	cpu := startDrainCPU()
 	b.ResetTimer()
 	start := time.Now()
@@ -161,27 +161,6 @@ func (p *minimalRabbitPublisher) Publish(ctx context.Context, msgs []outbox.Mess
 }
 
 func (p *minimalRabbitPublisher) Close() error { return p.conn.Close() }
-
-// seedBacklog writes n events (200-byte payloads over 1,000 keys, topic
-// "bench"), as benchDrain does, and vacuums the table.
-func seedBacklog(b *testing.B, bd *bundle, n int) {
-	b.Helper()
-	ctx := context.Background()
-	payload := make([]byte, 200)
-	const chunk = 5000
-	for i := 0; i < n; i += chunk {
-		msgs := make([]outbox.Message, 0, chunk)
-		for j := i; j < min(n, i+chunk); j++ {
-			msgs = append(msgs, outbox.Message{Topic: "bench", Key: fmt.Sprint(j % 1000), Type: "Bench", Payload: payload})
-		}
-		if err := pgx.BeginFunc(ctx, bd.pool, func(tx pgx.Tx) error { return bd.ob.Enqueue(ctx, tx, msgs...) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := bd.pool.Exec(ctx, `VACUUM ANALYZE "`+bd.cfg.Schema+`".messages`); err != nil {
-		b.Fatal(err)
-	}
-}
 
 // referenceRabbitDrain is the hand-written relay the rabbitmq publisher is
 // measured against: each of relay.DefaultWorkers workers claims 1,000
@@ -280,11 +259,11 @@ func referenceRabbitDrain(ctx context.Context, bd *bundle, exchange string, n in
 	return fail
 }
 
-// rabbitDurableTopology declares an exchange and a durable queue bound to
-// it with the routing key "bench", both deleted at cleanup (after checking
-// that the queue holds what the benchmark published), and returns the
-// exchange's name.
-func rabbitDurableTopology(b *testing.B) string {
+// rabbitTopology declares an exchange and a queue bound to it with the
+// routing key "bench", durable or not, both deleted at cleanup (after
+// checking that the queue holds what the benchmark published), and
+// returns the exchange's name.
+func rabbitTopology(b *testing.B, durable bool) string {
 	b.Helper()
 	conn, err := amqp.Dial(rabbitBenchURL)
 	if err != nil {
@@ -296,17 +275,17 @@ func rabbitDurableTopology(b *testing.B) string {
 		b.Fatal(err)
 	}
 	name := fmt.Sprintf("outbox-bench-%d", time.Now().UnixNano())
-	if err := ch.ExchangeDeclare(name, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
+	if err := ch.ExchangeDeclare(name, amqp.ExchangeDirect, durable, !durable, false, false, nil); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(name, durable, false, false, false, nil); err != nil {
 		b.Fatal(err)
 	}
 	if err := ch.QueueBind(name, "bench", name, false, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		q, err := ch.QueueDeclarePassive(name, durable, false, false, false, nil)
 		if err == nil && q.Messages < b.N {
 			b.Errorf("queue %s holds %d messages, want %d", name, q.Messages, b.N)
 		}

@@ -72,7 +72,7 @@ func BenchmarkRabbitMQPublishCost(b *testing.B) {
 		b.Run(fmt.Sprintf("round=%d", round+1), func(b *testing.B) {
 			for _, c := range cases {
 				b.Run(c.name, func(b *testing.B) {
-					exchange := rabbitDurableTopology(b)
+					exchange := rabbitTopology(b, true)
 					conn, err := amqp.Dial(rabbitBenchURL)
 					if err != nil {
 						b.Fatal(err)
@@ -104,7 +104,7 @@ func BenchmarkRabbitMQPublishCost(b *testing.B) {
 				})
 			}
 			b.Run("publisher", func(b *testing.B) {
-				exchange := rabbitDurableTopology(b)
+				exchange := rabbitTopology(b, true)
 				p, err := rabbitpub.NewPublisher(&rabbitpub.PublisherConfig{URL: rabbitBenchURL, Exchange: exchange})
 				pub := benchPublisher(b, p, err)
 				msgs := make([]outbox.Message, 1000)
