@@ -42,8 +42,11 @@ func TestCommitPublishedRollbackNever(t *testing.T) {
 		}
 	}
 	first := got[seen[a.ID]]
-	if first.Headers().Get("traceparent") != "00-abc-01" || string(first.Data()) != "p-k" {
-		t.Errorf("event a arrived as headers %v, payload %q", first.Headers(), first.Data())
+	h := first.Headers()
+	if h.Get("traceparent") != "00-abc-01" || string(first.Data()) != "p-k" || h.Get(outboxnats.HeaderKey) != "k" ||
+		h.Get(outboxnats.HeaderType) != "T" || h.Get(outboxnats.HeaderCreatedAt) != a.CreatedAt.Format(time.RFC3339Nano) {
+		t.Errorf("event a arrived as headers %v, payload %q; want traceparent, key k, type T, created at %s and payload p-k",
+			h, first.Data(), a.CreatedAt.Format(time.RFC3339Nano))
 	}
 	e.waitFor("the published rows are deleted", 30*time.Second, func() bool { return e.count(0) == 0 })
 	e.waitFor("the slot's position advances", 30*time.Second, func() bool { return e.confirmed() > before })

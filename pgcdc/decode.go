@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,25 +42,45 @@ type row struct {
 }
 
 // decode turns an insert's tuple into a row (typeMap is the stream's own:
-// a pgtype.Map is not safe for concurrent use). An error means the row has no
-// usable id; other defects set badErr.
+// a pgtype.Map is not safe for concurrent use). Columns come in text
+// format, or in binary when the stream asked for it (Relay.binary); each
+// is read by its type's codec in the format it came in. An error means the
+// row has no usable id; other defects set badErr.
 func (rel *relation) decode(t *pglogrepl.TupleData, typeMap *pgtype.Map) (*row, error) {
 	if t == nil {
 		return nil, errors.New("insert without a tuple")
 	}
-	text := func(name string) (string, bool) {
-		i, ok := rel.col[name]
-		if !ok || i >= len(t.Columns) || t.Columns[i].DataType != pglogrepl.TupleDataTypeText {
-			return "", false
+	// value returns a column's data, its format and its type.
+	value := func(name string) (data []byte, format int16, oid uint32, ok bool) {
+		i, found := rel.col[name]
+		if !found || i >= len(t.Columns) {
+			return nil, 0, 0, false
 		}
-		return string(t.Columns[i].Data), true
+		switch c := t.Columns[i]; c.DataType {
+		case pglogrepl.TupleDataTypeText:
+			return c.Data, pgtype.TextFormatCode, rel.oid[i], true
+		case pglogrepl.TupleDataTypeBinary:
+			return c.Data, pgtype.BinaryFormatCode, rel.oid[i], true
+		}
+		return nil, 0, 0, false // null, or unchanged TOAST
 	}
-	idText, ok := text("id")
-	if !ok {
+	// text reads a text column: its bytes in either format.
+	text := func(name string) (string, bool) {
+		data, _, _, ok := value(name)
+		return string(data), ok
+	}
+	scan := func(name string, dst any) (bool, error) {
+		data, format, oid, ok := value(name)
+		if !ok {
+			return false, nil
+		}
+		return true, typeMap.Scan(oid, format, data, dst)
+	}
+	var id uuid.UUID
+	if ok, err := scan("id", &id); !ok {
 		return nil, errors.New("outbox insert without an id column")
-	}
-	id, err := uuid.Parse(idText)
-	if err != nil {
+	} else if err != nil {
+		idText, _ := text("id")
 		return nil, fmt.Errorf("outbox insert: id %q: %w", idText, err)
 	}
 	r := &row{msg: outbox.Message{ID: id}}
@@ -69,34 +88,30 @@ func (rel *relation) decode(t *pglogrepl.TupleData, typeMap *pgtype.Map) (*row, 
 	r.msg.Topic, _ = text("topic")
 	r.msg.Key, _ = text("key")
 	r.msg.Type, _ = text("type")
-	if s, ok := text("status"); ok {
-		r.status, _ = strconv.Atoi(s)
+	var status int16
+	if ok, err := scan("status", &status); ok && err == nil {
+		r.status = int(status)
 	}
 	if s, ok := text("last_error"); ok && s == heldMarker {
 		r.held = true
 	}
-	if s, ok := text("payload"); ok {
-		var b []byte
-		if err := typeMap.Scan(pgtype.ByteaOID, pgtype.TextFormatCode, []byte(s), &b); err != nil {
-			bad = append(bad, fmt.Errorf("payload: %w", err))
-		}
-		r.msg.Payload = b
+	if _, err := scan("payload", &r.msg.Payload); err != nil {
+		bad = append(bad, fmt.Errorf("payload: %w", err))
 	}
 	if r.msg.Payload == nil {
 		r.msg.Payload = []byte{}
 	}
-	if s, ok := text("headers"); ok && s != "" {
-		if err := json.Unmarshal([]byte(s), &r.msg.Headers); err != nil {
+	var headers []byte
+	if _, err := scan("headers", &headers); err != nil {
+		bad = append(bad, fmt.Errorf("headers: %w", err))
+	} else if len(headers) > 0 {
+		if err := json.Unmarshal(headers, &r.msg.Headers); err != nil {
 			bad = append(bad, fmt.Errorf("headers are not a JSON object of strings: %w", err))
 		}
 	}
 	ts := func(name string) time.Time {
-		s, ok := text(name)
-		if !ok {
-			return time.Time{}
-		}
 		var tm time.Time
-		if err := typeMap.Scan(pgtype.TimestamptzOID, pgtype.TextFormatCode, []byte(s), &tm); err != nil {
+		if _, err := scan(name, &tm); err != nil {
 			bad = append(bad, fmt.Errorf("%s: %w", name, err))
 		}
 		return tm

@@ -78,11 +78,18 @@ func (r *Relay) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: []string{
+	args := []string{
 		"proto_version '1'",
 		"publication_names '" + r.cfg.Publication + "'",
 		"messages 'true'",
-	}})
+	}
+	if r.cfg.Debezium == nil {
+		// The outbox table's columns in binary (PostgreSQL 14+): no hex
+		// payloads or text timestamps to decode. A Debezium table may
+		// have columns of types without a binary form: text there.
+		args = append(args, "binary 'true'")
+	}
+	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "55006" {
