@@ -52,6 +52,7 @@ type pubAck struct {
 	done    chan struct{} // closed once ack or err is set
 	ack     *jetstream.PubAck
 	err     error
+	release func() // when set, called once the outcome is set (frees an atomic batch's slot)
 }
 
 // errAckTimeout is the error of a publish not acknowledged within
@@ -86,8 +87,18 @@ func newAcker(nc *nats.Conn, maxPending int, ackTimeout time.Duration) (*acker, 
 }
 
 // send publishes m with a reply subject of the acker's, waiting up to
-// stallWait (or ctx's end) for a free slot.
-func (a *acker) send(ctx context.Context, m *nats.Msg, stallWait time.Duration) (*pubAck, error) {
+// stallWait (or ctx's end) for a free slot. A release that is not nil is
+// called once the publish has its outcome, and when send fails: it may be
+// called twice, so it must be idempotent.
+func (a *acker) send(ctx context.Context, m *nats.Msg, stallWait time.Duration, release func()) (*pubAck, error) {
+	pa, err := a.sendMsg(ctx, m, stallWait, release)
+	if err != nil && release != nil {
+		release()
+	}
+	return pa, err
+}
+
+func (a *acker) sendMsg(ctx context.Context, m *nats.Msg, stallWait time.Duration, release func()) (*pubAck, error) {
 	select {
 	case a.slots <- struct{}{}:
 	default:
@@ -117,7 +128,7 @@ func (a *acker) send(ctx context.Context, m *nats.Msg, stallWait time.Duration) 
 	}
 	id := a.next
 	a.next++
-	pa := &pubAck{subject: m.Subject, sent: time.Now(), done: make(chan struct{})}
+	pa := &pubAck{subject: m.Subject, sent: time.Now(), done: make(chan struct{}), release: release}
 	a.pending[id] = pa
 	a.mu.Unlock()
 	m.Reply = a.prefix + strconv.FormatUint(id, 36)
@@ -143,6 +154,9 @@ func (a *acker) finish(pa *pubAck, ack *jetstream.PubAck, err error) {
 	pa.ack, pa.err = ack, err
 	close(pa.done)
 	<-a.slots
+	if pa.release != nil {
+		pa.release()
+	}
 }
 
 // failIf fails every pending publish for which match holds with err.

@@ -92,6 +92,29 @@ type PublisherConfig struct {
 	// publisher reconnects forever. Default DefaultReconnectWait (2s).
 	ReconnectWait time.Duration
 
+	// AtomicKeyRuns publishes each key's run of messages within a Publish
+	// call (two or more messages of one Key) as one JetStream atomic batch,
+	// many keys' batches in flight at once, so that the Publisher keeps
+	// each key's order by itself (publishers.OrderKeeper) and the relay
+	// sends a key's events in one call instead of one per round trip. It
+	// takes effect only where JetStream can do it: nats-server 2.12.1 or
+	// later, and every stream the publisher's subjects go to
+	// (PublisherConfig.Stream, or the streams capturing SubjectPrefix.>)
+	// allows atomic publish; KeepsKeyOrder checks that once and reports
+	// false otherwise, and the publisher then publishes as without it.
+	// SetupStream enables atomic publish on Stream when it is set. See the
+	// package documentation, "Key order". Default false.
+	AtomicKeyRuns bool
+	// AtomicMinRun is the shortest run AtomicKeyRuns sends as an atomic
+	// batch; shorter runs go one message at a time, each key's next
+	// message once its previous one is stored (all keys at once), as the
+	// relay does for a publisher that does not keep key order. Default 2
+	// (every run) on replicated and memory streams, 32 when a stream is
+	// R1 with file storage, where each batch costs the server a synced
+	// staging file store of its own; raise it for a server on the same
+	// host (round trips are cheap), lower it for one across a network.
+	AtomicMinRun int
+
 	// Logger receives connection events (disconnect at Warn, reconnect at
 	// Info), the server's refusals (permission denied, credentials refused)
 	// at Error, with the URL's secrets hidden. Default: a logger that
@@ -154,6 +177,9 @@ func (c *PublisherConfig) validate() error {
 	}
 	if c.ConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ConnectTimeout is %v, must not be negative", c.ConnectTimeout))
+	}
+	if c.AtomicMinRun < 0 {
+		errs = append(errs, fmt.Errorf("AtomicMinRun is %d, must not be negative", c.AtomicMinRun))
 	}
 	if c.ReconnectWait < 0 {
 		errs = append(errs, fmt.Errorf("ReconnectWait is %v, must not be negative", c.ReconnectWait))

@@ -24,7 +24,7 @@
 // (the outbox CLI opens its --broker-url so): ConfigFromURL reads every
 // publisher setting from the URL's query parameters (subject_prefix,
 // stream, name, max_pending, ack_timeout, connect_timeout, reconnect_wait,
-// token), and opening the URL creates the stream it names.
+// atomic_key_runs, token), and opening the URL creates the stream it names.
 //
 // The embedded server the CLI runs without a broker is package natsembed.
 //
@@ -109,6 +109,57 @@
 // connection reconnects forever in the background and the same Publisher
 // publishes again once the server is back. Errors and logs never show a
 // password or token of the URL.
+//
+// # Key order
+//
+// By default the Publisher promises no order between the messages of one
+// Publish call: they are all in flight at once, and one can fail (a
+// leader change, a stream limit with DiscardNew, a lost connection) while
+// a later one of the same key is stored. So it does not implement
+// publishers.OrderKeeper's promise, and the relay keeps one event of a key
+// in flight at a time.
+//
+// With PublisherConfig.AtomicKeyRuns it does, where JetStream can
+// (nats-server 2.12.1 or later, every stream of the publisher's subjects
+// with AllowAtomicPublish; SetupStream sets it on Stream): KeepsKeyOrder
+// checks once and reports true, and each key's run of messages within a
+// call — its messages in call order — goes as one JetStream atomic batch
+// (ADR-50): Nats-Batch-Id (a fresh UUID per attempt), Nats-Batch-Sequence
+// 1…n, and Nats-Batch-Commit: 1 on the last, which alone has a reply
+// subject and gets the batch's acknowledgement. The server stages the
+// batch and stores all of it, in order, at the commit, or none of it: a
+// gap (a message it refused, a connection lost mid-batch), a message over
+// a stream limit, a leader change, or no commit within its batch timeout
+// (10 s) abandons it. Many keys' batches are in flight at once (at most 32
+// a Publisher, under the server's 50 a stream), beside the plain
+// publishes of unkeyed messages and of keys with one message. A batch
+// whose acknowledgement is lost to an outage fails all its messages as
+// unavailable; a batch JetStream refused for any other reason stored
+// nothing, and the Publisher then publishes that key's messages one at a
+// time, each once the one before is stored, to say exactly which one
+// fails: the later ones of the key fail too, unsent.
+//
+// Deduplication: JetStream refuses a whole batch that holds a Nats-Msg-Id
+// it stored within the duplicate window (error 10201); the relay
+// re-sending after a crash meets exactly that, and the one-at-a-time
+// retry stores what is new and acknowledges the rest as duplicates. A
+// re-send after the window is stored again, as without batches.
+//
+// A batch costs the server a fixed price besides its messages: on an R1
+// stream with file storage the server stages each batch in a file store of
+// its own, synced at the commit (3–8 ms a batch on a development machine,
+// one batch after the other per stream), where a replicated or memory
+// stream stages in memory. So a run shorter than
+// PublisherConfig.AtomicMinRun (default 2, and 32 when a stream is R1 with
+// file storage) goes one message at a time instead, each key's next
+// message once the one before is stored, all keys at once — what the
+// relay does for a publisher that does not keep key order. With a server
+// on the same host round trips are cheap and batches of R1 file streams
+// pay only for long runs (raise AtomicMinRun); across a network each
+// round trip saved is worth more. Runs longer than 1,000 messages (the
+// server's max_batch_size) go as a batch of 1,000 and then one at a time.
+// A server configured with lower batch limits refuses the batches over
+// them, and they go one at a time too: slower, in order.
 //
 // # Streams
 //

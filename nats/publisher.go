@@ -26,6 +26,10 @@ type Publisher struct {
 	acks    atomic.Pointer[acker] // set once by NewPublisher
 	dups    atomic.Int64
 
+	atomicRuns atomic.Int32  // AtomicKeyRuns: atomicUnknown until KeepsKeyOrder checked the streams
+	batchSlots chan struct{} // one per atomic batch awaiting its commit's acknowledgement
+	minRun     atomic.Int64  // the shortest run sent as an atomic batch; set before atomicRuns turns atomicOn
+
 	denyMu sync.Mutex // orders the connection's reports of denials against NewPublisher setting acks
 	early  []func(*acker)
 
@@ -35,8 +39,9 @@ type Publisher struct {
 }
 
 var (
-	_ publishers.Publisher = (*Publisher)(nil)
-	_ publishers.Checker   = (*Publisher)(nil)
+	_ publishers.Publisher   = (*Publisher)(nil)
+	_ publishers.Checker     = (*Publisher)(nil)
+	_ publishers.OrderKeeper = (*Publisher)(nil)
 )
 
 // NewPublisher connects to cfg.URL (unless cfg.Conn is set) and returns a
@@ -59,7 +64,7 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: c, nc: c.Conn, done: make(chan struct{})}
+	p := &Publisher{cfg: c, nc: c.Conn, done: make(chan struct{}), batchSlots: make(chan struct{}, maxAtomicBatches)}
 	if p.nc == nil {
 		nc, err := nats.Connect(c.URL, p.connOptions()...)
 		if err != nil {
@@ -211,9 +216,15 @@ func (p *Publisher) where() string {
 // for every acknowledgement or for ctx to end. It returns one error per
 // message, nil when JetStream stored it (or dropped it as a duplicate of
 // one it stored). See the package documentation for how errors are
-// classified.
+// classified. Once KeepsKeyOrder has reported true (PublisherConfig.
+// AtomicKeyRuns), each key's messages go as atomic batches and keep their
+// order whatever fails: see the package documentation, "Key order".
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	c := &call{p: p, ctx: ctx, msgs: msgs, errs: make([]error, len(msgs))}
+	if p.atomicRuns.Load() == atomicOn {
+		c.publishRuns()
+		return c.errs
+	}
 	pas := c.send()
 	c.await(pas)
 	return c.errs
@@ -233,40 +244,85 @@ type call struct {
 // send publishes every message that passes the checks and returns their
 // pending acknowledgements (nil where errs is set).
 func (c *call) send() []*pubAck {
-	p, ctx, msgs, errs := c.p, c.ctx, c.msgs, c.errs
-	pas := make([]*pubAck, len(msgs))
-	acks := p.acks.Load()
-	maxPayload := int(p.nc.MaxPayload())
-	var down error // once sending fails for want of a broker, stop trying
-	for i := range msgs {
-		m := &msgs[i]
-		if p.closed.Load() {
-			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: %w", m.ID, ErrClosed))
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			errs[i] = publishers.Unavailable(fmt.Errorf("nats publish %s: not sent: %w", m.ID, err))
-			continue
-		}
-		if down != nil {
-			errs[i] = c.wrap(m, fmt.Errorf("not sent after an earlier message failed: %w", down))
-			continue
-		}
-		nm, size, err := p.natsMsg(m)
-		if err == nil && maxPayload > 0 && size > maxPayload {
-			err = fmt.Errorf("%w: %d bytes with headers, server limit %d", nats.ErrMaxPayload, size, maxPayload)
-		}
-		if err == nil {
-			pas[i], err = acks.send(ctx, nm, p.stallWait(ctx))
-		}
-		if err != nil {
-			errs[i] = c.wrap(m, err)
-			if publishers.IsUnavailable(errs[i]) || publishers.IsMisconfigured(errs[i]) {
-				down = err
-			}
-		}
+	pas := make([]*pubAck, len(c.msgs))
+	s := c.sender()
+	for i := range c.msgs {
+		pas[i] = s.one(i)
 	}
 	return pas
+}
+
+// sender sends a call's messages, one after the other.
+type sender struct {
+	c          *call
+	acks       *acker
+	maxPayload int
+	down       error // once sending fails for want of a broker, stop trying
+}
+
+func (c *call) sender() *sender {
+	return &sender{c: c, acks: c.p.acks.Load(), maxPayload: int(c.p.nc.MaxPayload())}
+}
+
+// unsendable returns why message i must not be sent at all (the publisher
+// is closed, the context ended, the broker went away), or nil.
+func (s *sender) unsendable(i int) error {
+	c, m := s.c, &s.c.msgs[i]
+	switch {
+	case c.p.closed.Load():
+		return publishers.Unavailable(fmt.Errorf("nats publish %s: %w", m.ID, ErrClosed))
+	case c.ctx.Err() != nil:
+		return publishers.Unavailable(fmt.Errorf("nats publish %s: not sent: %w", m.ID, c.ctx.Err()))
+	case s.down != nil:
+		return c.wrap(m, fmt.Errorf("not sent after an earlier message failed: %w", s.down))
+	}
+	return nil
+}
+
+// failed records err, message i's wrapped error, and stops sending when it
+// says the broker is away or refuses the configuration.
+func (s *sender) failed(i int, err error) {
+	s.c.errs[i] = s.c.wrap(&s.c.msgs[i], err)
+	if publishers.IsUnavailable(s.c.errs[i]) || publishers.IsMisconfigured(s.c.errs[i]) {
+		s.down = err
+	}
+}
+
+// one publishes message i when it passes the checks and returns its pending
+// acknowledgement, or nil with errs[i] set.
+func (s *sender) one(i int) *pubAck {
+	c := s.c
+	if err := s.unsendable(i); err != nil {
+		c.errs[i] = err
+		return nil
+	}
+	nm, err := s.build(i)
+	var pa *pubAck
+	if err == nil {
+		pa, err = s.acks.send(c.ctx, nm, c.p.stallWait(c.ctx), nil)
+	}
+	if err != nil {
+		s.failed(i, err)
+		return nil
+	}
+	return pa
+}
+
+// build makes message i's NATS message, with extra headers (name, value
+// pairs) added, and checks it against the server's max_payload.
+func (s *sender) build(i int, extra ...string) (*nats.Msg, error) {
+	nm, size, err := s.c.p.natsMsg(&s.c.msgs[i])
+	if err != nil {
+		return nil, err
+	}
+	for j := 0; j+1 < len(extra); j += 2 {
+		nm.Header[extra[j]] = []string{extra[j+1]}
+		size += len(extra[j]) + 2 + len(extra[j+1]) + 2
+	}
+	if s.maxPayload > 0 && size > s.maxPayload {
+		return nil, fmt.Errorf("%w: %d bytes with headers, server limit %d", nats.ErrMaxPayload, size, s.maxPayload)
+	}
+	return nm, nil
 }
 
 // stallWait is how long a publish may wait for a slot when MaxPending

@@ -44,6 +44,13 @@ var ErrSubjectsOverlap = errors.New("subjects overlap with another stream")
 // publishers.Misconfigured; a server that cannot be reached,
 // publishers.Unavailable.
 func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []string) error {
+	return p.ensureStream(ctx, name, subjects, false)
+}
+
+// ensureStream is EnsureStream; with atomic, on a server that has atomic
+// batches (2.12.1+), it also makes the stream allow atomic publish.
+func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []string, atomic bool) error {
+	atomic = atomic && versionAtLeast(p.nc.ConnectedServerVersion(), 2, 12, 1)
 	if err := checkStreamSubjects(subjects); err != nil {
 		return publishers.Misconfigured(fmt.Errorf("nats: stream %s: %w", name, err))
 	}
@@ -56,6 +63,8 @@ func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []st
 			Duplicates: DuplicateWindow,
 			Storage:    jetstream.FileStorage,
 			Retention:  jetstream.LimitsPolicy,
+
+			AllowAtomicPublish: atomic,
 		})
 		if err != nil {
 			return p.streamError(ctx, "create", name, subjects, err)
@@ -76,6 +85,10 @@ func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []st
 		cfg.Duplicates = DuplicateWindow
 		changed = true
 	}
+	if atomic && !cfg.AllowAtomicPublish {
+		cfg.AllowAtomicPublish = true
+		changed = true
+	}
 	if !changed {
 		return nil
 	}
@@ -87,14 +100,16 @@ func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []st
 
 // SetupStream makes sure PublisherConfig.Stream exists and captures the
 // publisher's subjects, SubjectPrefix + ".>", as EnsureStream does (and
-// fails as it does). It does nothing when Stream is empty. Call it once,
+// fails as it does); with PublisherConfig.AtomicKeyRuns, on nats-server
+// 2.12.1 or later, it also makes the stream allow atomic publish
+// (AllowAtomicPublish). It does nothing when Stream is empty. Call it once,
 // after NewPublisher; opening a nats:// URL with stream=… through package
 // backend does.
 func (p *Publisher) SetupStream(ctx context.Context) error {
 	if p.cfg.Stream == "" {
 		return nil
 	}
-	return p.EnsureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects())
+	return p.ensureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects(), p.cfg.AtomicKeyRuns)
 }
 
 // streamError describes the failure to create or update stream name,

@@ -25,6 +25,7 @@ var urlParams = []backend.Param{
 	{Name: "ack_timeout", Default: DefaultAckTimeout.String(), Usage: "how long a publish waits for its acknowledgement"},
 	{Name: "connect_timeout", Default: DefaultConnectTimeout.String(), Usage: "how long the first connection attempt may take"},
 	{Name: "reconnect_wait", Default: DefaultReconnectWait.String(), Usage: "the pause between reconnection attempts (forever)"},
+	{Name: "atomic_key_runs", Default: "false", Usage: "send each key's run of events as one atomic batch where JetStream can (nats-server 2.12.1+, AllowAtomicPublish)"},
 	{Name: "token", Default: "", Usage: "the authentication token, for a URL without one (never printed)"},
 }
 
@@ -45,6 +46,7 @@ var urlParams = []backend.Param{
 //   - max_pending: PublisherConfig.MaxPending;
 //   - ack_timeout, connect_timeout, reconnect_wait: PublisherConfig's
 //     AckTimeout, ConnectTimeout, ReconnectWait (Go durations, "30s");
+//   - atomic_key_runs: PublisherConfig.AtomicKeyRuns (true or false);
 //   - token: the authentication token (nats.Token), for servers that
 //     take one, when the URL's user-info does not carry it.
 //
@@ -122,6 +124,8 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 			cfg.ConnectTimeout, err = duration(v)
 		case "reconnect_wait":
 			cfg.ReconnectWait, err = duration(v)
+		case "atomic_key_runs":
+			cfg.AtomicKeyRuns, err = strconv.ParseBool(v)
 		case "token":
 			if v == "" {
 				err = fmt.Errorf("empty")

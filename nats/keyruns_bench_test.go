@@ -1,0 +1,72 @@
+package nats_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testkit/natstest"
+	outboxnats "github.com/outboxgo/outbox/nats"
+)
+
+// BenchmarkPublishKeyRuns publishes calls of 1,000 messages (200-byte
+// payloads) over 1, 10 and 100 keys to an in-process server whose stream
+// (R1) allows atomic publish, three ways in one run: "async" — the whole
+// call at once, no order kept (the relay's unordered mode); "rounds" — one
+// message of each key per call, each call awaited before the next (what
+// the relay does in ordered mode when the publisher does not keep key
+// order); "atomic" — the whole call with AtomicKeyRuns, each key's run one
+// atomic batch. Reports messages per second.
+//
+//	go test -run '^$' -bench PublishKeyRuns -benchtime 20x .
+func BenchmarkPublishKeyRuns(b *testing.B) {
+	srv := natstest.StartServer(b, "")
+	nc := srv.Connect(b)
+	js := natstest.JetStream(b, nc)
+	for _, storage := range []jetstream.StorageType{jetstream.FileStorage, jetstream.MemoryStorage} {
+		for _, keys := range []int{1, 10, 100} {
+			for _, mode := range []string{"async", "rounds", "atomic"} {
+				b.Run(fmt.Sprintf("storage=%s/keys=%d/%s", storage, keys, mode), func(b *testing.B) {
+					name := fmt.Sprintf("KR%s%d%s", storage, keys, mode)
+					ctx := context.Background()
+					if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
+						Storage: storage, AllowAtomicPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
+						b.Fatal(err)
+					}
+					pub := newPublisher(b, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: name, Stream: name,
+						AtomicKeyRuns: mode == "atomic"})
+					defer pub.Close()
+					if pub.KeepsKeyOrder() != (mode == "atomic") {
+						b.Fatal("KeepsKeyOrder")
+					}
+					payload := make([]byte, 200)
+					b.ResetTimer()
+					for range b.N {
+						msgs := make([]outbox.Message, 1000)
+						for i := range msgs {
+							msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: "t", Key: fmt.Sprint(i % keys), Payload: payload}
+						}
+						calls := [][]outbox.Message{msgs}
+						if mode == "rounds" {
+							calls = nil
+							for i := 0; i < len(msgs); i += keys {
+								calls = append(calls, msgs[i:min(i+keys, len(msgs))])
+							}
+						}
+						for _, c := range calls {
+							for _, err := range pub.Publish(ctx, c) {
+								if err != nil {
+									b.Fatal(err)
+								}
+							}
+						}
+					}
+					b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
+				})
+			}
+		}
+	}
+}
