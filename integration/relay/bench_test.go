@@ -89,6 +89,33 @@ func seed(b *testing.B, bd *bundle, n, keys int) {
 	}
 }
 
+// timeDrain starts r, waits until it has published n events, stops it and
+// reports events/s, timing the drain alone.
+func timeDrain(b *testing.B, r *relay.Relay, n int) {
+	b.Helper()
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for r.Stats().Published < int64(n) {
+		if time.Now().After(deadline) {
+			b.Fatalf("drained %d of %d in 10 minutes", r.Stats().Published, n)
+		}
+		time.Sleep(time.Millisecond) // polling a counter
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.Stop(sctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+}
+
 // benchDrain writes b.N events, then times relays draining them. newPub
 // makes each relay's publisher; nil means JetStream.
 func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {

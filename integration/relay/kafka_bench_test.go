@@ -82,7 +82,6 @@ func (claimsKeyOrder) KeepsKeyOrder() bool { return true }
 // pub and cfg draining them.
 func drainKeys(b *testing.B, keys int, pub publishers.Publisher, cfg *relay.Config) {
 	bd := setup(b)
-	ctx := context.Background()
 	n := b.N
 	seed(b, bd, n, keys)
 	cfg.PollInterval = 10 * time.Millisecond
@@ -94,26 +93,7 @@ func drainKeys(b *testing.B, keys int, pub publishers.Publisher, cfg *relay.Conf
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	start := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for r.Stats().Published < int64(n) {
-		if time.Now().After(deadline) {
-			b.Fatalf("drained %d of %d in 10 minutes", r.Stats().Published, n)
-		}
-		time.Sleep(time.Millisecond) // polling a counter
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := r.Stop(sctx); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	timeDrain(b, r, n)
 }
 
 // benchKafkaSync produces b.N records of one key to kfake, each once the

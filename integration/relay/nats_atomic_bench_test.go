@@ -80,26 +80,7 @@ func drainAtomic(b *testing.B, srv *natstest.Server, url string, storage jetstre
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	start := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for r.Stats().Published < int64(n) {
-		if time.Now().After(deadline) {
-			b.Fatalf("drained %d of %d in 10 minutes", r.Stats().Published, n)
-		}
-		time.Sleep(time.Millisecond) // polling a counter
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := r.Stop(sctx); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+	timeDrain(b, r, n)
 }
 
 // delayProxy listens on a free port of 127.0.0.1 and forwards each
