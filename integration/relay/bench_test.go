@@ -89,10 +89,14 @@ func seed(b *testing.B, bd *bundle, n, keys int) {
 	}
 }
 
-// timeDrain starts r, waits until it has published n events, stops it and
-// reports events/s, timing the drain alone.
-func timeDrain(b *testing.B, r *relay.Relay, n int) {
+// timeDrain starts r, waits until it has published n events and stops it,
+// timing the drain alone. report gets the drain's duration before the
+// relay stops; nil reports events/s.
+func timeDrain(b *testing.B, r *relay.Relay, n int, report func(elapsed time.Duration)) {
 	b.Helper()
+	if report == nil {
+		report = func(elapsed time.Duration) { b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s") }
+	}
 	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
@@ -108,12 +112,12 @@ func timeDrain(b *testing.B, r *relay.Relay, n int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	report(elapsed)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.Stop(sctx); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 }
 
 // benchDrain writes b.N events, then times relays draining them. newPub

@@ -93,7 +93,7 @@ func drainKeys(b *testing.B, keys int, pub publishers.Publisher, cfg *relay.Conf
 	if err != nil {
 		b.Fatal(err)
 	}
-	timeDrain(b, r, n)
+	timeDrain(b, r, n, nil)
 }
 
 // benchKafkaSync produces b.N records of one key to kfake, each once the

@@ -80,7 +80,7 @@ func drainAtomic(b *testing.B, srv *natstest.Server, url string, storage jetstre
 	if err != nil {
 		b.Fatal(err)
 	}
-	timeDrain(b, r, n)
+	timeDrain(b, r, n, nil)
 }
 
 // delayProxy listens on a free port of 127.0.0.1 and forwards each

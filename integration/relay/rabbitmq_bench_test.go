@@ -77,28 +77,8 @@ func benchRelayRabbitMQ(b *testing.B, cfg *relay.Config, newPub func(b *testing.
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	cpu := startDrainCPU()
-	b.ResetTimer()
-	start := time.Now()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for r.Stats().Published < int64(b.N) {
-		if time.Now().After(deadline) {
-			b.Fatalf("drained %d of %d in 10 minutes", r.Stats().Published, b.N)
-		}
-		time.Sleep(time.Millisecond) // polling a counter
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	cpu.report(b, b.N, elapsed)
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := r.Stop(sctx); err != nil {
-		b.Fatal(err)
-	}
+	timeDrain(b, r, b.N, func(elapsed time.Duration) { cpu.report(b, b.N, elapsed) })
 }
 
 // benchReferenceRabbitMQ times referenceRabbitDrain on benchDrain's
