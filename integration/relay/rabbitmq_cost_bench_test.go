@@ -3,11 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testkit/cputime"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
 )
 
@@ -142,12 +139,11 @@ func timePublishes(b *testing.B, publish func(n int) error) {
 }
 
 // drainCPU is the CPU time spent so far by this process, RabbitMQ's
-// beam.smp and PostgreSQL (a tiny copy of bench's cpuMeter, which is not
-// exported).
+// beam.smp and PostgreSQL.
 type drainCPU struct{ self, broker, pg time.Duration }
 
 func startDrainCPU() drainCPU {
-	return drainCPU{self: selfCPUTime(), broker: procCPUTime("beam.smp"), pg: procCPUTime("postgres")}
+	return drainCPU{self: cputime.Self(), broker: cputime.Proc("beam.smp"), pg: cputime.Proc("postgres")}
 }
 
 // report reports events/s and the µs of CPU per event since c.
@@ -162,39 +158,4 @@ func (c drainCPU) report(b *testing.B, n int, elapsed time.Duration) {
 	if now.pg > 0 {
 		b.ReportMetric(us(now.pg-c.pg), "pg_cpu_us")
 	}
-}
-
-func selfCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPUTime sums the user and system time of every process whose
-// command is comm, from /proc/<pid>/stat (USER_HZ ticks, 100 a second).
-func procCPUTime(comm string) time.Duration {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range stats {
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || s[open+1:end] != comm {
-			continue
-		}
-		f := strings.Fields(s[end+1:]) // from the state, field 3: utime and stime are 14 and 15
-		if len(f) < 15 {
-			continue
-		}
-		for _, field := range f[11:15] { // utime, stime, cutime, cstime: the children reaped count (PostgreSQL's exited backends)
-			t, _ := strconv.ParseInt(field, 10, 64)
-			ticks += t
-		}
-	}
-	return time.Duration(ticks) * (time.Second / 100)
 }
