@@ -25,6 +25,9 @@ type Relay struct {
 	repl   *pgconn.Config // the streaming session's
 	table  string         // quoted schema.table of this project's outbox table
 	source string         // quoted schema.table the stream reads: table, or the Debezium table
+	// indexChecked: setup has looked for the table's delayed index (it
+	// runs on the stream's goroutine only).
+	indexChecked bool
 	// keepsKeyOrder: pub is a publishers.OrderKeeper that keeps key order.
 	keepsKeyOrder bool
 	failures      *failureLog

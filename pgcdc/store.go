@@ -21,6 +21,18 @@ import (
 // setup creates the publication and the slot when they do not exist, and
 // refuses a slot that cannot serve.
 func (r *Relay) setup(ctx context.Context) error {
+	if !r.indexChecked {
+		// Once a relay: a table migrated before 004_delayed works, but
+		// each due sweep reads all of it.
+		var ok bool
+		err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2)`,
+			r.cfg.Schema, r.cfg.Table+"_delayed").Scan(&ok)
+		r.indexChecked = err == nil
+		if err == nil && !ok {
+			r.log.Warn("the outbox table has no index of delayed events (its migration 004_delayed is not applied): "+
+				"every due sweep reads the whole table; run outbox migrate", "table", r.table, "sweep_every", r.cfg.PollInterval)
+		}
+	}
 	var n int
 	err := r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, r.cfg.Publication).Scan(&n)
 	if err != nil {
@@ -364,12 +376,20 @@ func (r *Relay) sweeper(ctx context.Context) {
 	}
 }
 
+// sweepSQL reads table's first $2 pending rows that are delayed or
+// replayed (available_at past created_at) and due at $1. Its predicate is
+// the one of the table's delayed index (migration 004_delayed), which holds
+// those rows only: without it, every sweep would read the whole table.
+func sweepSQL(table string) string {
+	return `SELECT id, topic, key, type, payload, headers, created_at, available_at, attempts
+		FROM ` + table + ` WHERE status = 0 AND available_at > created_at AND available_at <= $1
+		ORDER BY available_at, seq LIMIT $2`
+}
+
 func (r *Relay) sweep(ctx context.Context, limit int) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rows, err := r.pool.Query(cctx, `SELECT id, topic, key, type, payload, headers, created_at, available_at, attempts
-		FROM `+r.table+` WHERE status = 0 AND available_at > created_at AND available_at <= $1
-		ORDER BY available_at, seq LIMIT $2`, r.cfg.Clock.Now().UTC(), limit)
+	rows, err := r.pool.Query(cctx, sweepSQL(r.table), r.cfg.Clock.Now().UTC(), limit)
 	if err != nil {
 		return err
 	}

@@ -72,14 +72,14 @@ func wantVersions(t *testing.T, vs []postgres.SchemaVersion, schema string, outb
 	}
 }
 
-// The latest versions: the outbox table's 3 (1, the schema as it was
-// before versioning; 2, the enqueue function; 3, the dead list's index),
-// the inbox table's 1.
+// The latest versions: the outbox table's 4 (1, the schema as it was
+// before versioning; 2, the enqueue function; 3, the dead list's index; 4,
+// the delayed rows' index), the inbox table's 1.
 // TestMigrateUpgradeFromUnversioned takes a version-1 table with events to
 // the latest.
 func TestLatestVersion(t *testing.T) {
-	if o, i := latest(t); o != 3 || i != 1 {
-		t.Fatalf("latest versions: outbox %d, inbox %d; want 3 and 1 (or a new upgrade test)", o, i)
+	if o, i := latest(t); o != 4 || i != 1 {
+		t.Fatalf("latest versions: outbox %d, inbox %d; want 4 and 1 (or a new upgrade test)", o, i)
 	}
 }
 
@@ -122,7 +122,7 @@ func TestMigrateOneTable(t *testing.T) {
 		migrate        func(*postgres.DB) error
 		outboxV, inbox int
 	}{
-		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, 3, 0},
+		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, 4, 0},
 		{"inbox", func(db *postgres.DB) error { return db.Inbox().Migrate(ctx) }, 0, 1},
 	} {
 		schema := pgtest.Schema(t, pool)

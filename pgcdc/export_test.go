@@ -1,0 +1,4 @@
+package pgcdc
+
+// SweepSQL is sweepSQL, for the external tests.
+var SweepSQL = sweepSQL

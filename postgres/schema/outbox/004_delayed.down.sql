@@ -1,0 +1,2 @@
+-- Drops the delayed rows' index; the table and its events stay.
+DROP INDEX IF EXISTS "{{.Schema}}"."{{.Table}}_delayed";
