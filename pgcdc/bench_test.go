@@ -7,12 +7,15 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testkit/cputime"
 	"github.com/outboxgo/outbox/pgcdc"
 	"github.com/outboxgo/outbox/relay"
 )
@@ -23,6 +26,7 @@ import (
 var (
 	benchEvents        = flag.Int("bench-events", envInt("OUTBOX_BENCH_EVENTS", 10000), "BenchmarkDrain: events in the burst (env OUTBOX_BENCH_EVENTS)")
 	benchLatencyEvents = flag.Int("bench-latency-events", envInt("OUTBOX_BENCH_LATENCY_EVENTS", 3000), "BenchmarkLatency: events committed at -bench-rate (env OUTBOX_BENCH_LATENCY_EVENTS)")
+	benchStorage       = flag.String("bench-storage", "file", "BenchmarkDrain: the JetStream stream's storage, file or memory")
 	benchRate          = flag.Int("bench-rate", envInt("OUTBOX_BENCH_RATE", 1000), "BenchmarkLatency: events per second, one per transaction (env OUTBOX_BENCH_RATE)")
 )
 
@@ -33,42 +37,68 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// BenchmarkDrain measures, in one run, how fast the CDC relay and the
-// polling relay (unordered, and ordered: one event of a key in flight)
-// drain a burst of events committed before they start, over 1,000 keys
-// and over 10, to an in-process JetStream: from Start until the broker
-// holds them all. Each case has a schema and a stream of its own in the
-// package's private cluster. Run it once per case:
+// BenchmarkDrain measures, in one run, how fast the CDC relay (with the
+// NATS publisher's defaults, and with AtomicKeyRuns: a key's run in flight
+// as one atomic batch) and the polling relay (unordered, and ordered: one
+// event of a key in flight) drain a burst of events committed before they
+// start, over 1,000 keys and over 10, to an in-process JetStream: from
+// Start until the broker holds them all. Each reports the CPU per event of
+// this process (the relay and the JetStream server) and of PostgreSQL. Each case has a schema and a stream of its own in the
+// package's private cluster; -bench-storage memory makes every case's
+// stream a memory one (where JetStream stages an atomic batch in memory,
+// not in a file store of its own). Run it once per case:
 //
 //	go test -run '^$' -bench Drain -benchtime 1x ./pgcdc -args -bench-events 100000
 func BenchmarkDrain(b *testing.B) {
 	n := *benchEvents
 	for _, keys := range []int{1000, 10} {
-		for _, how := range []string{"cdc", "poll-unordered", "poll-ordered"} {
+		for _, how := range []string{"cdc", "cdc-atomic", "poll-unordered", "poll-ordered"} {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, how), func(b *testing.B) {
-				var total, cpu time.Duration
+				var total time.Duration
+				var cpu drainCPU
 				for range b.N {
 					d, c := drainOnce(b, how, n, keys)
 					total += d
-					cpu += c
+					cpu.proc += c.proc
+					cpu.pg += c.pg
 				}
+				us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
 				b.ReportMetric(float64(n*b.N)/total.Seconds(), "ev/s")
-				b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N), "proc-cpu-µs/ev")
+				b.ReportMetric(us(cpu.proc), "proc-cpu-µs/ev")
+				if cpu.pg > 0 {
+					b.ReportMetric(us(cpu.pg), "pg-cpu-µs/ev")
+				}
 				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
 }
 
-// drainOnce returns how long the drain took and the CPU this process spent
-// meanwhile: the relay's, and the in-process JetStream server's.
-func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, time.Duration) {
+// drainCPU is the CPU time a drain cost: this process's (the relay's, and
+// the in-process JetStream server's) and PostgreSQL's (every postgres
+// process of this machine; the package's cluster is the only busy one).
+type drainCPU struct{ proc, pg time.Duration }
+
+// drainOnce returns how long the drain took and the CPU it cost.
+func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, drainCPU) {
 	b.StopTimer()
 	e := newEnv(b)
 	ctx := context.Background()
-	if how == "cdc" {
+	switch *benchStorage {
+	case "file":
+	case "memory":
+		e.restream(func(c *jetstream.StreamConfig) { c.Storage = jetstream.MemoryStorage })
+	default:
+		b.Fatalf("-bench-storage %q: want file or memory", *benchStorage)
+	}
+	pub := e.publisher()
+	if how == "cdc-atomic" {
+		pub = e.atomicPublisher()
+	}
+	cdc := strings.HasPrefix(how, "cdc")
+	if cdc {
 		// Create the slot, then commit the burst while no relay runs.
-		r := e.start(quiet(e.config()), e.publisher())
+		r := e.start(quiet(e.config()), pub)
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := r.Stop(sctx); err != nil {
 			b.Fatal(err)
@@ -90,9 +120,9 @@ func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, time.Durat
 		b.Fatal(err)
 	}
 	b.StartTimer()
-	start, cpu := time.Now(), processCPU()
-	if how == "cdc" {
-		e.start(quiet(e.config()), e.publisher())
+	start, proc, pg := time.Now(), cputime.Self(), cputime.Proc("postgres")
+	if cdc {
+		e.start(quiet(e.config()), pub)
 	} else {
 		e.startPolling(how == "poll-unordered")
 	}
@@ -100,18 +130,9 @@ func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, time.Durat
 		info, err := stream.Info(ctx)
 		return err == nil && info.State.Msgs >= uint64(n)
 	})
-	d, c := time.Since(start), processCPU()-cpu
+	d, c := time.Since(start), drainCPU{proc: cputime.Self() - proc, pg: cputime.Proc("postgres") - pg}
 	b.StopTimer()
 	return d, c
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // quiet drops cfg's logger: a benchmark's log is no place for the

@@ -114,6 +114,43 @@ func (e *env) publisher() *outboxnats.Publisher {
 	return p
 }
 
+// restream changes the test's stream: it is made again (empty) with its
+// configuration changed by f.
+func (e *env) restream(f func(*jetstream.StreamConfig)) {
+	e.t.Helper()
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, e.stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	f(&cfg)
+	if err := e.js.DeleteStream(ctx, e.stream); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// atomicPublisher is a nats publisher to the test's stream, with
+// AtomicKeyRuns: the stream is made to allow atomic publish, and the
+// publisher is checked to keep key order.
+func (e *env) atomicPublisher() *outboxnats.Publisher {
+	e.t.Helper()
+	e.restream(func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = true })
+	p, err := outboxnats.NewPublisher(&outboxnats.PublisherConfig{URL: e.nats.URL(), SubjectPrefix: e.prefix,
+		ReconnectWait: 50 * time.Millisecond, AckTimeout: 5 * time.Second, AtomicKeyRuns: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = p.Close() })
+	if !p.KeepsKeyOrder() {
+		e.t.Fatal("the AtomicKeyRuns publisher does not keep key order")
+	}
+	return p
+}
+
 // start starts a relay; it is stopped at cleanup.
 func (e *env) start(cfg *pgcdc.Config, pub publishers.Publisher) *pgcdc.Relay {
 	e.t.Helper()
