@@ -72,16 +72,13 @@ func (d *DebeziumTable) withDefaults() DebeziumTable {
 }
 
 // decodeDebezium turns an insert of a Debezium table into a row.
-func (rel *relation) decodeDebezium(d *DebeziumTable, t *pglogrepl.TupleData, commit time.Time, typeMap *pgtype.Map) (*row, error) {
-	if t == nil {
-		return nil, errors.New("insert without a tuple")
-	}
+func (rel *relation) decodeDebezium(d *DebeziumTable, t []column, commit time.Time, typeMap *pgtype.Map) (*row, error) {
 	text := func(name string) (string, uint32, bool) {
 		i, ok := rel.col[name]
-		if !ok || i >= len(t.Columns) || t.Columns[i].DataType != pglogrepl.TupleDataTypeText {
+		if !ok || i >= len(t) || t[i].kind != pglogrepl.TupleDataTypeText {
 			return "", 0, false
 		}
-		return string(t.Columns[i].Data), rel.oid[i], true
+		return string(t[i].data), rel.oid[i], true
 	}
 	idText, _, ok := text(d.ID)
 	if !ok {

@@ -22,6 +22,7 @@ type relation struct {
 	outbox bool
 	col    map[string]int
 	oid    []uint32 // each column's type
+	plans  map[scanKey]pgtype.ScanPlan
 }
 
 func newRelation(m *pglogrepl.RelationMessage, schema, table string) *relation {
@@ -44,37 +45,35 @@ type row struct {
 // decode turns an insert's tuple into a row (typeMap is the stream's own:
 // a pgtype.Map is not safe for concurrent use). Columns come in text
 // format, or in binary when the stream asked for it (Relay.binary); each
-// is read by its type's codec in the format it came in. An error means the
+// is read by its type's codec in the format it came in. The columns' bytes
+// are the received message's: what the row keeps is copied. An error means the
 // row has no usable id; other defects set badErr.
-func (rel *relation) decode(t *pglogrepl.TupleData, typeMap *pgtype.Map) (*row, error) {
-	if t == nil {
-		return nil, errors.New("insert without a tuple")
-	}
-	// value returns a column's data, its format and its type.
-	value := func(name string) (data []byte, format int16, oid uint32, ok bool) {
+func (rel *relation) decode(t []column, typeMap *pgtype.Map) (*row, error) {
+	// value returns a column's index, data and format.
+	value := func(name string) (i int, data []byte, format int16, ok bool) {
 		i, found := rel.col[name]
-		if !found || i >= len(t.Columns) {
-			return nil, 0, 0, false
+		if !found || i >= len(t) {
+			return 0, nil, 0, false
 		}
-		switch c := t.Columns[i]; c.DataType {
+		switch c := t[i]; c.kind {
 		case pglogrepl.TupleDataTypeText:
-			return c.Data, pgtype.TextFormatCode, rel.oid[i], true
+			return i, c.data, pgtype.TextFormatCode, true
 		case pglogrepl.TupleDataTypeBinary:
-			return c.Data, pgtype.BinaryFormatCode, rel.oid[i], true
+			return i, c.data, pgtype.BinaryFormatCode, true
 		}
-		return nil, 0, 0, false // null, or unchanged TOAST
+		return 0, nil, 0, false // null, or unchanged TOAST
 	}
 	// text reads a text column: its bytes in either format.
 	text := func(name string) (string, bool) {
-		data, _, _, ok := value(name)
+		_, data, _, ok := value(name)
 		return string(data), ok
 	}
 	scan := func(name string, dst any) (bool, error) {
-		data, format, oid, ok := value(name)
+		i, data, format, ok := value(name)
 		if !ok {
 			return false, nil
 		}
-		return true, typeMap.Scan(oid, format, data, dst)
+		return true, rel.scan(typeMap, i, format, data, dst)
 	}
 	var id uuid.UUID
 	if ok, err := scan("id", &id); !ok {

@@ -115,6 +115,7 @@ type stream struct {
 	conn  *pgconn.PgConn
 	rels  map[uint32]*relation
 	types *pgtype.Map
+	cols  []column // the last insert's, reused
 	// commitTime is the current transaction's (a Debezium row's CreatedAt).
 	commitTime time.Time
 	cur        *txn
@@ -248,6 +249,9 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 // logical handles one pgoutput message.
 func (s *stream) logical(ctx context.Context, x pglogrepl.XLogData) error {
 	r, e := s.r, s.r.eng
+	if len(x.WALData) > 0 && x.WALData[0] == 'I' {
+		return s.insertMessage(ctx, x.WALData[1:])
+	}
 	m, err := pglogrepl.Parse(x.WALData)
 	if err != nil {
 		return fmt.Errorf("parse pgoutput: %w", err)
@@ -286,24 +290,33 @@ func (s *stream) logical(ctx context.Context, x pglogrepl.XLogData) error {
 		e.advance()
 		e.notify()
 		e.mu.Unlock()
-	case *pglogrepl.InsertMessage:
-		rel := s.rels[m.RelationID]
-		if rel == nil || !rel.outbox || s.cur == nil {
-			return nil
-		}
-		var row *row
-		if d := r.cfg.Debezium; d != nil {
-			row, err = rel.decodeDebezium(d, m.Tuple, s.commitTime, s.types)
-		} else {
-			row, err = rel.decode(m.Tuple, s.types)
-		}
-		if err != nil {
-			r.log.Error("cannot decode an outbox row; it is skipped", "error", err)
-			return nil
-		}
-		return s.insert(ctx, row)
 	}
 	return nil
+}
+
+// insertMessage handles an Insert message's body.
+func (s *stream) insertMessage(ctx context.Context, body []byte) error {
+	r := s.r
+	relID, cols, err := parseInsert(body, s.cols)
+	s.cols = cols
+	if err != nil {
+		return err
+	}
+	rel := s.rels[relID]
+	if rel == nil || !rel.outbox || s.cur == nil {
+		return nil
+	}
+	var row *row
+	if d := r.cfg.Debezium; d != nil {
+		row, err = rel.decodeDebezium(d, cols, s.commitTime, s.types)
+	} else {
+		row, err = rel.decode(cols, s.types)
+	}
+	if err != nil {
+		r.log.Error("cannot decode an outbox row; it is skipped", "error", err)
+		return nil
+	}
+	return s.insert(ctx, row)
 }
 
 // insert takes one decoded outbox row.
