@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
+
+	"github.com/outboxgo/outbox/internal/cputime"
 )
 
 // cpuMeter measures CPU time spent from its start: by this process (the
@@ -20,7 +17,7 @@ type cpuMeter struct {
 }
 
 func startCPU() cpuMeter {
-	return cpuMeter{self: selfCPU(), nats: procCPU("nats-server"), pg: procCPU("postgres")}
+	return cpuMeter{self: cputime.Self(), nats: cputime.Proc("nats-server"), pg: cputime.Proc("postgres")}
 }
 
 // perEvent returns the µs of CPU per event since m started, as metrics:
@@ -28,47 +25,12 @@ func startCPU() cpuMeter {
 func (m cpuMeter) perEvent(n int) map[string]float64 {
 	out := map[string]float64{}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
-	out["relay_cpu_us"] = us(selfCPU() - m.self)
-	if v := procCPU("nats-server"); v > 0 {
+	out["relay_cpu_us"] = us(cputime.Self() - m.self)
+	if v := cputime.Proc("nats-server"); v > 0 {
 		out["nats_cpu_us"] = us(v - m.nats)
 	}
-	if v := procCPU("postgres"); v > 0 {
+	if v := cputime.Proc("postgres"); v > 0 {
 		out["pg_cpu_us"] = us(v - m.pg)
 	}
 	return out
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procCPU sums user and system time of every process whose command is
-// comm, from /proc/<pid>/stat (in USER_HZ ticks, 100 per second on Linux).
-func procCPU(comm string) time.Duration {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open || s[open+1:end] != comm {
-			continue
-		}
-		// After "(comm) ": state is field 3; utime and stime are 14 and 15.
-		f := strings.Fields(s[end+1:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
-	}
-	return time.Duration(ticks) * (time.Second / 100)
 }

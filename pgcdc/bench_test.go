@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/internal/testkit/cputime"
+	"github.com/outboxgo/outbox/internal/cputime"
 	"github.com/outboxgo/outbox/pgcdc"
 	"github.com/outboxgo/outbox/relay"
 )

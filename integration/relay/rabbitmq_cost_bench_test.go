@@ -11,7 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxgo/outbox"
-	"github.com/outboxgo/outbox/internal/testkit/cputime"
+	"github.com/outboxgo/outbox/internal/cputime"
 	rabbitpub "github.com/outboxgo/outbox/rabbitmq"
 )
 
