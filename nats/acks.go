@@ -380,19 +380,27 @@ func refused(err error) error { return publishers.Misconfigured(redacted(err)) }
 // parseAck reads JetStream's usual acknowledgement, {"stream":"S","seq":N}
 // or {"stream":"S","seq":N,"duplicate":true}, without encoding/json, which
 // cost a tenth of the relay's CPU in a profile of ordered drains (one small
-// JSON document per event). ok is false for any other form (a domain, an
-// error, an escaped name …): json.Unmarshal reads those.
+// JSON document per event). Spaces after a comma or a colon are allowed:
+// nats-server 2.9 writes {"stream":"S", "seq":N,"duplicate": true}. ok is
+// false for any other form (a domain, an error, an escaped name …):
+// json.Unmarshal reads those.
 func parseAck(b []byte) (stream string, seq uint64, dup, ok bool) {
-	const pre, mid = `{"stream":"`, `","seq":`
-	if !bytes.HasPrefix(b, []byte(pre)) {
+	b, ok = cut(b, `{"stream":`)
+	if !ok || len(b) == 0 || b[0] != '"' {
 		return "", 0, false, false
 	}
-	b = b[len(pre):]
+	b = b[1:]
 	end := bytes.IndexByte(b, '"')
-	if end <= 0 || !plainName(b[:end]) || !bytes.HasPrefix(b[end:], []byte(mid)) {
+	if end <= 0 || !plainName(b[:end]) {
 		return "", 0, false, false
 	}
-	name, b := b[:end], b[end+len(mid):]
+	name := b[:end]
+	if b, ok = cut(b[end+1:], `,`); ok {
+		b, ok = cut(b, `"seq":`)
+	}
+	if !ok {
+		return "", 0, false, false
+	}
 	n := 0
 	for n < len(b) && n < 20 && b[n] >= '0' && b[n] <= '9' {
 		n++
@@ -404,14 +412,25 @@ func parseAck(b []byte) (stream string, seq uint64, dup, ok bool) {
 	if err != nil {
 		return "", 0, false, false
 	}
-	switch string(b[n:]) {
-	case "}":
-	case `,"duplicate":true}`:
+	if rest, ok := cut(b[n:], `,`); ok {
+		if rest, ok = cut(rest, `"duplicate":`); !ok || string(rest) != "true}" {
+			return "", 0, false, false
+		}
 		dup = true
-	default:
+	} else if string(b[n:]) != "}" {
 		return "", 0, false, false
 	}
 	return string(name), seq, dup, true
+}
+
+// cut returns what follows prefix in b and the spaces after it, and
+// whether b begins with prefix.
+func cut(b []byte, prefix string) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(prefix))
+	if !ok {
+		return b, false
+	}
+	return bytes.TrimLeft(rest, " "), true
 }
 
 // plainName reports whether b is printable ASCII with no backslash: a JSON

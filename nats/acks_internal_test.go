@@ -17,6 +17,10 @@ func TestParseAckAgreesWithJSON(t *testing.T) {
 		{`{"stream":"orders","seq":1}`, true},
 		{`{"stream":"obb_1a2b","seq":18446744073709551615}`, true},
 		{`{"stream":"orders","seq":42,"duplicate":true}`, true},
+		{`{"stream":"orders", "seq":1}`, true},                    // nats-server 2.9
+		{`{"stream":"orders", "seq":42,"duplicate": true}`, true}, // nats-server 2.9
+		{`{"stream": "orders",  "seq": 7 ,"duplicate": true}`, false},
+		{`{"stream":"orders","seq":7,"duplicate":true }`, false},
 		{`{"stream":"orders","domain":"hub","seq":1}`, false},
 		{`{"stream":"ord\"ers","seq":1}`, false},
 		{`{"stream":"orders","seq":01}`, false},
@@ -48,6 +52,7 @@ func TestParseAckAgreesWithJSON(t *testing.T) {
 func FuzzParseAck(f *testing.F) {
 	f.Add([]byte(`{"stream":"orders","seq":1}`))
 	f.Add([]byte(`{"stream":"orders","seq":42,"duplicate":true}`))
+	f.Add([]byte(`{"stream":"orders", "seq":42,"duplicate": true}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		stream, seq, dup, ok := parseAck(b)
 		if !ok {

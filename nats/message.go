@@ -59,15 +59,17 @@ func PlainHeaderValue(v string) bool {
 	return strings.Trim(v, " \t") == v
 }
 
-// setEncoded puts v in h under plain, or in base64 under encoded when a
-// header would alter it. An empty v sets nothing.
-func setEncoded(h nats.Header, plain, encoded, v string) {
+// encoded returns the header that carries v, plain or, when a header
+// would alter it, encoded in base64, and its value; no name for an empty
+// v.
+func encoded(plain, encoded, v string) (name, value string) {
 	switch {
 	case v == "":
+		return "", ""
 	case PlainHeaderValue(v):
-		h[plain] = []string{v}
+		return plain, v
 	default:
-		h[encoded] = []string{base64.StdEncoding.EncodeToString([]byte(v))}
+		return encoded, base64.StdEncoding.EncodeToString([]byte(v))
 	}
 }
 
@@ -119,23 +121,30 @@ func checkSubject(s string, wildcards bool) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty", nats.ErrBadSubject)
 	}
-	toks := strings.Split(s, ".")
-	for i, tok := range toks {
-		switch tok {
+	last := strings.LastIndexByte(s, '.') + 1 // where the last token starts
+	for start := 0; start <= len(s); {
+		end := strings.IndexByte(s[start:], '.')
+		if end < 0 {
+			end = len(s)
+		} else {
+			end += start
+		}
+		switch tok := s[start:end]; tok {
 		case "":
 			return fmt.Errorf("%w %q: empty token", nats.ErrBadSubject, s)
 		case "*", ">":
 			if !wildcards {
 				return fmt.Errorf("%w %q: wildcard", nats.ErrBadSubject, s)
 			}
-			if tok == ">" && i != len(toks)-1 {
+			if tok == ">" && start != last {
 				return fmt.Errorf("%w %q: '>' not last", nats.ErrBadSubject, s)
 			}
 		}
-		for _, r := range tok {
-			if r <= ' ' || r == 0x7f {
-				return fmt.Errorf("%w %q: whitespace or control character", nats.ErrBadSubject, s)
-			}
+		start = end + 1
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%w %q: whitespace or control character", nats.ErrBadSubject, s)
 		}
 	}
 	return nil
@@ -179,11 +188,21 @@ func (p *Publisher) natsMsg(m *outbox.Message) (*nats.Msg, int, error) {
 		}
 		h[k] = []string{v}
 	}
-	h[HeaderMsgID] = []string{m.ID.String()}
-	setEncoded(h, HeaderKey, HeaderKeyBase64, m.Key)
-	setEncoded(h, HeaderType, HeaderTypeBase64, m.Type)
+	// The publisher's own headers' values share one array.
+	vals := make([]string, 0, 4)
+	set := func(name, v string) {
+		vals = append(vals, v)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(HeaderMsgID, m.ID.String())
+	if name, v := encoded(HeaderKey, HeaderKeyBase64, m.Key); name != "" {
+		set(name, v)
+	}
+	if name, v := encoded(HeaderType, HeaderTypeBase64, m.Type); name != "" {
+		set(name, v)
+	}
 	if !m.CreatedAt.IsZero() {
-		h[HeaderCreatedAt] = []string{m.CreatedAt.UTC().Format(time.RFC3339Nano)}
+		set(HeaderCreatedAt, m.CreatedAt.UTC().Format(time.RFC3339Nano))
 	}
 	size := len(m.Payload) + headerSize(h)
 	return &nats.Msg{Subject: subj, Header: h, Data: m.Payload}, size, nil
