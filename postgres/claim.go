@@ -136,6 +136,15 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		}
 	}
 	s.cursor.Advance(cursor, len(b.recs) == limit, recordKeys(b.recs))
+	if !p.Unordered {
+		// Every key due and free was reached when fewer heads than the
+		// limit were found: the batch may be continued (see Continue).
+		b.ends = make([]runEnd, len(heads))
+		for i, h := range heads {
+			b.ends[i] = runEnd{key: h.rec.Key, seq: h.n}
+		}
+		b.continuable = len(heads) > 0 && len(heads) < limit
+	}
 	runs := len(heads) > 0 && p.PerKey > 1
 	if room := p.Limit - len(b.recs); room > 0 {
 		room = sqlkit.UnkeyedRoom(room, runs)
@@ -146,30 +155,41 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		}
 	}
 	if room := p.Limit - len(b.recs); runs && room > 0 {
-		return s.claimRuns(ctx, tx, p, b, heads, room)
+		per := sqlkit.RunLength(room, len(heads), p.PerKey)
+		return s.claimRuns(ctx, tx, p.Now, b, per, room)
 	}
 	return nil
 }
 
-// claimRuns adds to b the runs after the heads it holds: up to room rows,
-// shared evenly among the heads' keys (sqlkit.RunLength; see runsSQL).
-func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, heads []numbered, room int) error {
-	per := sqlkit.RunLength(room, len(heads), p.PerKey)
-	keys := make([]string, len(heads))
-	seqs := make([]int64, len(heads))
-	for i, h := range heads {
-		keys[i], seqs[i] = h.rec.Key, h.n
+// runEnd is the last row of a key's run in a batch: where a continuation
+// of the batch starts (see runsSQL).
+type runEnd struct {
+	key string
+	seq int64
+}
+
+// claimRuns adds to b up to room rows, the runs after b.ends, at most per
+// of each key (see runsSQL), and moves b.ends to their ends.
+func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, per, room int) error {
+	keys := make([]string, len(b.ends))
+	seqs := make([]int64, len(b.ends))
+	at := make(map[string]int, len(b.ends))
+	for i, e := range b.ends {
+		keys[i], seqs[i], at[e.key] = e.key, e.seq, i
 	}
 	var pb pgx.Batch
-	pb.Queue(s.runsSQL(), keys, seqs, per, p.Now.UTC())
+	pb.Queue(s.runsSQL(), keys, seqs, per, now.UTC())
 	var rows []numbered
-	if err := run(ctx, tx, &pb, 0, scanNumbered, func(x numbered) { rows = append(rows, x) }); err != nil {
+	if err := run(ctx, tx, &pb, 0, scanRun, func(x numbered) { rows = append(rows, x) }); err != nil {
 		return err
 	}
-	recs := keepRuns(rows)
 	// The last key's run may be cut short: still a run. The rows left out
 	// stay locked, untouched, until the batch ends.
-	b.recs = append(b.recs, recs[:min(len(recs), room)]...)
+	kept := keepRuns(rows)
+	for _, x := range kept[:min(len(kept), room)] {
+		b.recs = append(b.recs, x.rec)
+		b.ends[at[x.rec.Key]].seq = x.seq
+	}
 	return nil
 }
 
@@ -209,6 +229,7 @@ func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pg
 type numbered struct {
 	rec stores.Record
 	n   int64
+	seq int64 // runsSQL: the row's seq
 }
 
 func scanNumbered(r pgx.CollectableRow) (numbered, error) {
@@ -220,13 +241,22 @@ func scanNumbered(r pgx.CollectableRow) (numbered, error) {
 	return x, err
 }
 
+func scanRun(r pgx.CollectableRow) (numbered, error) {
+	var x numbered
+	var available time.Time
+	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
+		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n, &x.seq)
+	setNotBefore(&x.rec, available)
+	return x, err
+}
+
 // keepRuns keeps, of each key's locked rows (which runsSQL returns key by
 // key, in the key's order), the unbroken run: ranks 1, 2, 3 … up to the
 // first missing one. A missing rank is a row that is not due, one another
 // batch holds (a relay in unordered mode may), or one gone since the
 // snapshot: the rows after it must wait.
-func keepRuns(rows []numbered) []stores.Record {
-	out := make([]stores.Record, 0, len(rows))
+func keepRuns(rows []numbered) []numbered {
+	out := make([]numbered, 0, len(rows))
 	var key string
 	var want int64
 	for i, x := range rows {
@@ -234,7 +264,7 @@ func keepRuns(rows []numbered) []stores.Record {
 			key, want = x.rec.Key, 1
 		}
 		if x.n == want { // its rank
-			out = append(out, x.rec)
+			out = append(out, x)
 			want++
 		} else {
 			want = -1 // broken: nothing more of this key
@@ -280,7 +310,8 @@ func (s *Store) keyedSQL(bounded bool) string {
 
 // runsSQL claims, for each key of $1 whose head (seq $2, same position)
 // this batch holds, up to $3 of the pending rows right after the head that
-// are due at $4, each with its rank after the head (1 for the next row),
+// are due at $4, each with its rank after the head (1 for the next row)
+// and its seq,
 // key by key in $1's order and each key's in seq order; keepRuns keeps the
 // unbroken runs. Each key costs one range of the (key, seq) index, at most
 // $3 rows long, however deep its backlog.
@@ -294,7 +325,7 @@ func (s *Store) keyedSQL(bounded bool) string {
 // as it does at a row not due.
 func (s *Store) runsSQL() string {
 	t := s.nm.table
-	return `SELECT ` + qualified("m", recordCols) + `, run.rank
+	return `SELECT ` + qualified("m", recordCols) + `, run.rank, m.seq
 	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(key, head, ord)
 	CROSS JOIN LATERAL (SELECT h.seq, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
 		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 AND h.seq > k.head ORDER BY h.seq LIMIT $3) run
@@ -344,6 +375,9 @@ type batch struct {
 	s    *Store
 	tx   pgx.Tx // nil once ended
 	recs []stores.Record
+
+	ends        []runEnd // ordered: each key's last row in the batch
+	continuable bool     // ordered, and the claim reached every key due and free
 }
 
 func (b *batch) Records() []stores.Record { return b.recs }

@@ -39,6 +39,19 @@
 //     one statement. A publisher that keeps a key's order by itself through
 //     failures and retries (publishers.OrderKeeper) gets the batch in one
 //     call instead.
+//   - The next batch claimed ahead. A batch whose claim reached every key
+//     due and free (fewer keys than its limit) is continued: while the
+//     relay publishes it, a second transaction claims each of its keys' next
+//     events, right after the batch's (stores.Continuer; PostgreSQL only
+//     for now). That batch goes out once the first completed, so a few busy
+//     keys never stop for a claim between batches. A key with an event that
+//     failed or was deferred in the first batch sends nothing of the
+//     continuation; a batch that met an outage or failed to complete drops
+//     its continuation, and the relay claims afresh. Eight continuations in
+//     a row at most, then a fresh claim, which reaches keys and unkeyed
+//     events that appeared meanwhile. The continuation's transaction is
+//     checked (stores.Resumer) before its events are sent, so its claim
+//     timeout counts from then, as a fresh claim's does.
 //
 // Work divides among relays by key: each claim takes heads its peers do not
 // hold, visiting keys round-robin so none starves, and at most a quarter of

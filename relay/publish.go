@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -37,14 +38,18 @@ var errDeferred = errors.New("not attempted in this batch")
 // PublishTimeout bounds all rounds together, so the claim's timeout covers
 // the whole batch; no round starts once half of it has passed, so a slow
 // broker defers a key's last events to the next claim rather than failing
-// them as an outage. Events not sent are errDeferred.
-func (r *Relay) publishBatch(ctx context.Context, b stores.Batch, recs []stores.Record) ([]error, error) {
+// them as an outage. Events not sent are errDeferred, and so are those of
+// the keys in skip (see chain.hold).
+func (r *Relay) publishBatch(ctx context.Context, b stores.Batch, recs []stores.Record, skip map[string]bool) ([]error, error) {
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
 	errs := make([]error, len(recs))
-	failed := map[string]bool{} // keys that sent nothing more
-	halt := false               // the broker is down or refuses: send nothing more
+	failed := maps.Clone(skip) // keys that send nothing more
+	if failed == nil {
+		failed = map[string]bool{}
+	}
+	halt := false // the broker is down or refuses: send nothing more
 	var msgs []outbox.Message
 	var sent []int
 	for i, round := range r.rounds(recs) {

@@ -30,6 +30,8 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 	storeBackoff := outbox.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}
 	storeFailures := 0
 	busy := false // the last claim found events
+	var c chain
+	defer c.abandon(ctx, r)
 	for {
 		probe, ok := r.brk.wait(ctx, r.stop)
 		if !ok {
@@ -43,7 +45,7 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			return
 		default:
 		}
-		n, err := r.drain(ctx)
+		n, err := r.drain(ctx, &c)
 		var idle time.Duration
 		switch {
 		case ctx.Err() != nil:
@@ -122,13 +124,17 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 	}
 }
 
-// drain claims one batch, publishes it and stores the outcome. It returns
-// how many events it claimed.
-func (r *Relay) drain(ctx context.Context) (int, error) {
+// drain takes one batch (c's continuation, or a fresh claim), publishes it
+// and stores the outcome; in ordered mode it claims the batch's
+// continuation meanwhile (see chain). It returns how many events it took.
+func (r *Relay) drain(ctx context.Context, c *chain) (n int, err error) {
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
-	defer cancel()
-	b, err := r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey})
+	b, skip, depth := c.take(ctx, r)
+	if b == nil {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
+		b, err = r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey})
+		cancel()
+	}
 	res := BatchResult{ClaimElapsed: time.Since(start)}
 	if err != nil {
 		r.afterClaim(ClaimResult{Elapsed: res.ClaimElapsed, Err: err})
@@ -141,12 +147,24 @@ func (r *Relay) drain(ctx context.Context) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
+	c.start(ctx, r, b, depth)
+	defer func() {
+		if err != nil {
+			// The batch's fate is unknown or its keys' records went back:
+			// what follows them must wait for a fresh claim. The batch
+			// ends first, so its connection is free for the continuation's
+			// claim, which the abandon waits for.
+			_ = b.Abort(context.WithoutCancel(ctx))
+			c.abandon(ctx, r)
+		}
+	}()
 	sent := time.Now()
-	errs, err := r.publishBatch(ctx, b, recs)
+	errs, err := r.publishBatch(ctx, b, recs, skip)
 	res.PublishElapsed = time.Since(sent)
 	if err != nil {
 		return len(recs), err
 	}
+	c.hold(recs, errs)
 	if h := r.cfg.Hooks.AfterPublish; h != nil {
 		var msgs []outbox.Message
 		var res []error

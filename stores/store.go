@@ -298,6 +298,34 @@ func CheckIdent(what, name string, maxLen int) error {
 	return nil
 }
 
+// Continuer is implemented by ordered batches whose store can claim, while
+// the batch is held, the records that come next for each key of the batch,
+// so that a relay claims its next batch while it publishes this one.
+//
+// Continue claims, in a batch of its own, up to p.Limit records that follow
+// the runs this batch holds (at most p.PerKey of a key, due at p.Now, none
+// that another batch holds, and none past one it leaves out: each key's
+// next records, with none left out). It returns a nil Batch when there is
+// nothing to continue: the batch is not ordered, or its claim may have
+// passed over keys that wait (it took as many keys as it could), which a
+// fresh claim must reach.
+//
+// The continuation must be published only after every record of its keys
+// in this batch was published and this batch completed: a key whose record
+// here failed or was deferred must not send the records that follow it.
+// Before publishing it, the relay calls Resume, which makes sure the
+// continuation still holds its records (its claim timeout counts from
+// Resume); on an error, the relay aborts it.
+type Continuer interface {
+	Continue(ctx context.Context, p ClaimParams) (Batch, error)
+}
+
+// Resumer is implemented by the batches Continuer.Continue returns: see
+// Continuer.
+type Resumer interface {
+	Resume(ctx context.Context) error
+}
+
 // TxRunner is implemented by batches whose claim is a database transaction
 // (PostgreSQL: pgx.Tx; MySQL: *sql.Tx). RunInTx runs fn inside that
 // transaction under a savepoint: fn's writes commit with Complete, together

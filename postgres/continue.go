@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/outboxgo/outbox/stores"
+)
+
+var (
+	_ stores.Continuer = (*batch)(nil)
+	_ stores.Resumer   = (*batch)(nil)
+)
+
+// Continue implements stores.Continuer: in a transaction of its own, it
+// claims for each key of b the run that follows b's (see runsSQL), up to
+// p.Limit rows shared evenly among the keys, at most p.PerKey of each. It
+// claims nothing when the pool has no connection free.
+//
+// Why a continuation never holds a row out of turn: b holds each key's
+// rows up to its run's end, locked and still pending, so no other ordered
+// claim takes any row of the key (its head is in b); the continuation's
+// first row of a key is the key's first pending row after b's, in the
+// continuation's snapshot, and its rows are locked before b ends. Once b
+// has completed, the key's head is the continuation's first row, which it
+// holds. Rows committed later have higher seqs, as for runsSQL.
+func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
+	if !b.continuable || p.Unordered || len(b.ends) == 0 {
+		return nil, nil
+	}
+	s := b.s
+	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
+		// No connection is free: the continuation would wait for one,
+		// or take the one a fresh claim or a completion needs.
+		return nil, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, wrap("continue", err)
+	}
+	next := &batch{s: s, tx: tx, ends: append([]runEnd(nil), b.ends...), continuable: true}
+	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
+	_, err = tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
+	if err == nil {
+		err = s.claimRuns(ctx, tx, p.Now, next, per, p.Limit)
+	}
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, wrap("continue", err)
+	}
+	if len(next.recs) == 0 {
+		return nil, next.Abort(ctx)
+	}
+	// Keys with nothing more stay out of the next continuation.
+	kept := next.ends[:0]
+	for i, e := range next.ends {
+		if e.seq != b.ends[i].seq {
+			kept = append(kept, e)
+		}
+	}
+	next.ends = kept
+	return next, nil
+}
+
+// Resume implements stores.Resumer: one round trip in the batch's
+// transaction, which fails when the database ended it (its claim timeout
+// passed while it waited) and otherwise starts its claim timeout afresh.
+func (b *batch) Resume(ctx context.Context) error {
+	if b.tx == nil {
+		return errClosedBatch
+	}
+	if _, err := b.tx.Exec(ctx, `SELECT 1`); err != nil {
+		return wrap("resume", err)
+	}
+	return nil
+}
