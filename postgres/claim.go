@@ -136,16 +136,13 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		}
 	}
 	s.cursor.Advance(cursor, len(b.recs) == limit, recordKeys(b.recs))
-	if !p.Unordered {
-		// Every key due and free was reached when fewer heads than the
-		// limit were found: the batch may be continued (see Continue).
+	runs := len(heads) > 0 && p.PerKey > 1
+	if runs {
 		b.ends = make([]runEnd, len(heads))
 		for i, h := range heads {
 			b.ends[i] = runEnd{key: h.rec.Key, seq: h.n}
 		}
-		b.continuable = len(heads) > 0 && len(heads) < limit
 	}
-	runs := len(heads) > 0 && p.PerKey > 1
 	if room := p.Limit - len(b.recs); room > 0 {
 		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
@@ -156,8 +153,15 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	}
 	if room := p.Limit - len(b.recs); runs && room > 0 {
 		per := sqlkit.RunLength(room, len(heads), p.PerKey)
-		return s.claimRuns(ctx, tx, p.Now, b, per, room)
+		if err := s.claimRuns(ctx, tx, p.Now, b, per, room); err != nil {
+			return err
+		}
+		// Every key due and free was reached when fewer heads than the
+		// limit were found: the batch may be continued (see Continue).
+		b.continuable = len(heads) < limit && len(b.ends) > 0
+		return nil
 	}
+	b.ends = nil
 	return nil
 }
 
@@ -169,7 +173,9 @@ type runEnd struct {
 }
 
 // claimRuns adds to b up to room rows, the runs after b.ends, at most per
-// of each key (see runsSQL), and moves b.ends to their ends.
+// of each key (see runsSQL), and moves b.ends to their ends. It keeps in
+// b.ends only the keys whose run took all per rows: the others have no
+// more rows due and free, so nothing to continue.
 func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, per, room int) error {
 	keys := make([]string, len(b.ends))
 	seqs := make([]int64, len(b.ends))
@@ -186,10 +192,20 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	// The last key's run may be cut short: still a run. The rows left out
 	// stay locked, untouched, until the batch ends.
 	kept := keepRuns(rows)
+	taken := make([]int, len(b.ends))
 	for _, x := range kept[:min(len(kept), room)] {
 		b.recs = append(b.recs, x.rec)
-		b.ends[at[x.rec.Key]].seq = x.seq
+		i := at[x.rec.Key]
+		b.ends[i].seq = x.seq
+		taken[i]++
 	}
+	full := b.ends[:0]
+	for i, e := range b.ends {
+		if taken[i] == per {
+			full = append(full, e)
+		}
+	}
+	b.ends = full
 	return nil
 }
 
@@ -376,8 +392,8 @@ type batch struct {
 	tx   pgx.Tx // nil once ended
 	recs []stores.Record
 
-	ends        []runEnd // ordered: each key's last row in the batch
-	continuable bool     // ordered, and the claim reached every key due and free
+	ends        []runEnd // ordered: the last row of each key whose run is full (it may have more)
+	continuable bool     // ordered, the claim reached every key due and free, and some run is full
 }
 
 func (b *batch) Records() []stores.Record { return b.recs }

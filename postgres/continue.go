@@ -13,7 +13,8 @@ var (
 )
 
 // Continue implements stores.Continuer: in a transaction of its own, it
-// claims for each key of b the run that follows b's (see runsSQL), up to
+// claims for each key of b whose run was full (it took as many rows as it
+// could: more may follow) the run that follows b's (see runsSQL), up to
 // p.Limit rows shared evenly among the keys, at most p.PerKey of each. It
 // claims nothing when the pool has no connection free.
 //
@@ -38,7 +39,7 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 	if err != nil {
 		return nil, wrap("continue", err)
 	}
-	next := &batch{s: s, tx: tx, ends: append([]runEnd(nil), b.ends...), continuable: true}
+	next := &batch{s: s, tx: tx, ends: append([]runEnd(nil), b.ends...)}
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
 	_, err = tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
 	if err == nil {
@@ -51,14 +52,7 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 	if len(next.recs) == 0 {
 		return nil, next.Abort(ctx)
 	}
-	// Keys with nothing more stay out of the next continuation.
-	kept := next.ends[:0]
-	for i, e := range next.ends {
-		if e.seq != b.ends[i].seq {
-			kept = append(kept, e)
-		}
-	}
-	next.ends = kept
+	next.continuable = len(next.ends) > 0
 	return next, nil
 }
 

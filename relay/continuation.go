@@ -18,6 +18,7 @@ const maxContinuations = 8
 // and a completion every batch.
 type chain struct {
 	next  chan continued // nil when no continuation is pending
+	got   *continued     // next's outcome, once received
 	depth int            // continuations in a row, the pending one included
 	skip  map[string]bool
 }
@@ -36,7 +37,7 @@ func (c *chain) start(ctx context.Context, r *Relay, b stores.Batch, depth int) 
 		return
 	}
 	ch := make(chan continued, 1)
-	c.next, c.depth = ch, depth+1
+	c.next, c.got, c.depth = ch, nil, depth+1
 	p := stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), PerKey: r.cfg.PerKey}
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
@@ -63,16 +64,36 @@ func (c *chain) hold(recs []stores.Record, errs []error) {
 	}
 }
 
+// wait waits for the pending continuation's claim, if any, and returns its
+// outcome; ok is false when none is pending.
+func (c *chain) wait() (got continued, ok bool) {
+	if c.next == nil {
+		return continued{}, false
+	}
+	if c.got == nil {
+		g := <-c.next
+		c.got = &g
+	}
+	return *c.got, true
+}
+
+// holds reports whether the pending continuation claimed a batch, once its
+// claim is done.
+func (c *chain) holds() bool {
+	got, ok := c.wait()
+	return ok && got.b != nil
+}
+
 // take returns the pending continuation, resumed, with the keys it must
 // not send and its depth; nil when there is none (the caller claims
 // afresh).
 func (c *chain) take(ctx context.Context, r *Relay) (stores.Batch, map[string]bool, int) {
-	if c.next == nil {
+	got, ok := c.wait()
+	if !ok {
 		return nil, nil, 0
 	}
-	got := <-c.next
 	skip, depth := c.skip, c.depth
-	c.next, c.skip = nil, nil
+	c.next, c.got, c.skip = nil, nil, nil
 	switch {
 	case got.err != nil:
 		r.log.Warn("claiming the next batch ahead failed; claiming afresh", "error", got.err)
@@ -95,11 +116,11 @@ func (c *chain) take(ctx context.Context, r *Relay) (stores.Batch, map[string]bo
 
 // abandon aborts the pending continuation, if any, once its claim is done.
 func (c *chain) abandon(ctx context.Context, r *Relay) {
-	if c.next == nil {
+	got, ok := c.wait()
+	if !ok {
 		return
 	}
-	got := <-c.next
-	c.next, c.skip = nil, nil
+	c.next, c.got, c.skip = nil, nil, nil
 	if got.b != nil {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.StoreTimeout)
 		defer cancel()

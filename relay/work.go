@@ -82,10 +82,10 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			idle = storeBackoff.Delay(storeFailures)
 			r.stats.storeErrors.Add(1)
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
-		case n > 1:
+		case n > 1, c.holds():
 			// There may be more: a full batch, or in ordered mode the next
 			// events of each key just published, which an idle peer may
-			// take now.
+			// take now; or the continuation claimed meanwhile holds some.
 			storeFailures, busy = 0, true
 			if !r.cfg.Unordered {
 				r.wakes.peer(w)

@@ -306,9 +306,11 @@ func CheckIdent(what, name string, maxLen int) error {
 // the runs this batch holds (at most p.PerKey of a key, due at p.Now, none
 // that another batch holds, and none past one it leaves out: each key's
 // next records, with none left out). It returns a nil Batch when there is
-// nothing to continue: the batch is not ordered, or its claim may have
+// nothing to continue: the batch is not ordered; or its claim may have
 // passed over keys that wait (it took as many keys as it could), which a
-// fresh claim must reach.
+// fresh claim must reach; or none of its keys' runs took all it could, so
+// the keys had nothing more (a trickle), and a fresh claim takes what
+// comes next.
 //
 // The continuation must be published only after every record of its keys
 // in this batch was published and this batch completed: a key whose record

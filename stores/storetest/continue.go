@@ -123,6 +123,29 @@ func testContinueOnlyWhatCovers(t *testing.T, h Harness) {
 	}
 }
 
+// A batch whose runs all ended before their share of the batch — the keys
+// had nothing more, as at a trickle — is not continued: a fresh claim
+// takes what comes next.
+func testContinueNotAtATrickle(t *testing.T, h Harness) {
+	a := keyed("orders", "k1", 2, t0)
+	enqueue(t, h, a)
+	now := t0.Add(time.Hour)
+	p := stores.ClaimParams{Limit: 40, Now: now, PerKey: 10}
+	b1 := claimP(t, h.Store, p)
+	if !sameIDs(b1.Records(), a...) {
+		t.Fatalf("claim: got %v, want k1's 2", ids(b1.Records()))
+	}
+	later := keyed("orders", "k1", 1, t0.Add(time.Second))
+	enqueue(t, h, later)
+	if got := continueP(t, continuer(t, b1), p); got != nil {
+		t.Fatalf("continuation of runs that were not full: got %v, want none", ids(got.Records()))
+	}
+	complete(t, b1, stores.Outcome{Now: now, Published: ids(b1.Records()), DeletePublished: true})
+	if b := claimP(t, h.Store, p); !sameIDs(b.Records(), later...) {
+		t.Fatalf("fresh claim: got %v, want k1's later event", ids(b.Records()))
+	}
+}
+
 func recIDs(b stores.Batch) any {
 	if b == nil {
 		return "no batch"

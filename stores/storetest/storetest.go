@@ -65,6 +65,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"ContinueFollowsRuns", testContinueFollowsRuns},
 		{"ContinueStopsAtNotDue", testContinueStopsAtNotDue},
 		{"ContinueOnlyWhatCovers", testContinueOnlyWhatCovers},
+		{"ContinueNotAtATrickle", testContinueNotAtATrickle},
 		{"Unordered", testUnordered},
 		{"DeadLetterByHand", testDeadLetterByHand},
 		{"StatsDueScheduledRetrying", testStatsDueScheduledRetrying},
