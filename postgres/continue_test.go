@@ -1,0 +1,89 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// A continuation whose session the database ended (its claim timeout
+// passed while it waited, or someone terminated it) fails Resume, so the
+// relay never publishes what it may no longer hold; its rows are free
+// again, and a fresh claim takes them in order once the batch before
+// completed.
+func TestResumeFailsOnceTheSessionEnded(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	evs := make([]outbox.Message, 8)
+	for i := range evs {
+		evs[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", CreatedAt: time.Now()}
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.New(b.pg, nil).Enqueue(ctx, tx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := stores.ClaimParams{Limit: 16, Now: time.Now().Add(time.Hour), PerKey: 4}
+	b1, err := b.store.Claim(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b1.Abort(ctx) //nolint:errcheck // no-op after Complete
+	if n := len(b1.Records()); n != 4 {
+		t.Fatalf("claim took %d, want k1's first 4", n)
+	}
+	b2, err := b1.(stores.Continuer).Continue(ctx, p)
+	if err != nil || b2 == nil {
+		t.Fatalf("continue: %v, %v", b2, err)
+	}
+	defer b2.Abort(ctx) //nolint:errcheck // the session is gone
+	var pid int
+	err = b2.(stores.TxRunner[pgx.Tx]).RunInTx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.(stores.Resumer).Resume(ctx); err != nil {
+		t.Fatalf("resume of a live continuation: %v", err)
+	}
+	var ended bool
+	if err := b.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
+		t.Fatalf("terminate the continuation's session: %v, %v", ended, err)
+	}
+	if err := b2.(stores.Resumer).Resume(ctx); err == nil {
+		t.Fatal("resume after the session ended: no error")
+	}
+	var published []uuid.UUID
+	for _, r := range b1.Records() {
+		published = append(published, r.ID)
+	}
+	if err := b1.Complete(ctx, stores.Outcome{Now: time.Now(), Published: published, DeletePublished: true}); err != nil {
+		t.Fatal(err)
+	}
+	b3, err := b.store.Claim(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b3.Abort(ctx) //nolint:errcheck // the test's end
+	recs := b3.Records()
+	if len(recs) != 4 {
+		t.Fatalf("fresh claim took %d, want k1's events 5 to 8", len(recs))
+	}
+	for i, r := range recs {
+		if r.ID != evs[4+i].ID {
+			t.Fatalf("fresh claim's record %d is %s, want event %d (%s)", i, r.ID, 4+i, evs[4+i].ID)
+		}
+	}
+}
