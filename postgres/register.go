@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,8 +15,9 @@ import (
 
 // The schemes postgres:// and postgresql:// open a pgx pool on the URL,
 // which is a libpq connection URL with pgx's pool parameters
-// (pool_max_conns, …); any other query parameter is a run-time parameter
-// of the session, which the server checks.
+// (pool_max_conns, …, at least 8 connections unless pool_max_conns says
+// otherwise); any other query parameter is a run-time parameter of the
+// session, which the server checks.
 func init() {
 	backend.RegisterDatabase(backend.Database{
 		Name:     "PostgreSQL",
@@ -47,10 +49,19 @@ func validateURL(rawURL string) error {
 	return err
 }
 
+// minPoolConns is the fewest connections a pool opened from a URL gets
+// unless the URL sets pool_max_conns: each relay worker may hold two claims
+// (a batch and its continuation, see Continue), and the LISTEN session
+// holds one; pgx's default is max(4, CPUs).
+const minPoolConns = 8
+
 func parseURL(rawURL string) (*pgxpool.Config, error) {
 	pcfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("--database-url %s: %s", redact.URL(rawURL), pgErrText(err))
+	}
+	if !strings.Contains(rawURL, "pool_max_conns") {
+		pcfg.MaxConns = max(pcfg.MaxConns, minPoolConns)
 	}
 	return pcfg, nil
 }
