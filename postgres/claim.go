@@ -250,20 +250,24 @@ type numbered struct {
 
 func scanNumbered(r pgx.CollectableRow) (numbered, error) {
 	var x numbered
-	var available time.Time
-	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n)
-	setNotBefore(&x.rec, available)
+	err := x.scan(r)
 	return x, err
 }
 
+// scanRun scans a row of runsSQL, which ends with the row's seq.
 func scanRun(r pgx.CollectableRow) (numbered, error) {
 	var x numbered
-	var available time.Time
-	err := r.Scan(&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n, &x.seq)
-	setNotBefore(&x.rec, available)
+	err := x.scan(r, &x.seq)
 	return x, err
+}
+
+func (x *numbered) scan(r pgx.CollectableRow, more ...any) error {
+	var available time.Time
+	dst := append([]any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
+		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n}, more...)
+	err := r.Scan(dst...)
+	setNotBefore(&x.rec, available)
+	return err
 }
 
 // keepRuns keeps, of each key's locked rows (which runsSQL returns key by

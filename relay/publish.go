@@ -45,10 +45,8 @@ func (r *Relay) publishBatch(ctx context.Context, b stores.Batch, recs []stores.
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 	defer cancel()
 	errs := make([]error, len(recs))
-	failed := maps.Clone(skip) // keys that send nothing more
-	if failed == nil {
-		failed = map[string]bool{}
-	}
+	failed := map[string]bool{} // keys that send nothing more
+	maps.Copy(failed, skip)
 	halt := false // the broker is down or refuses: send nothing more
 	var msgs []outbox.Message
 	var sent []int

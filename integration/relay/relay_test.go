@@ -273,11 +273,13 @@ func TestFourRelaysNoDoublePublish(t *testing.T) {
 }
 
 // rejecting wraps a real publisher and fails the messages whose IDs it is
-// told to, the way a broker refuses a poison message.
+// told to, the way a broker refuses a poison message; with once, only
+// their first attempt, as a passing hiccup would.
 type rejecting struct {
 	publishers.Publisher
 	mu     sync.Mutex
 	reject map[uuid.UUID]error
+	once   bool
 }
 
 func (p *rejecting) Publish(ctx context.Context, msgs []outbox.Message) []error {
@@ -288,6 +290,9 @@ func (p *rejecting) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	for i, m := range msgs {
 		if err, ok := p.reject[m.ID]; ok {
 			errs[i] = err
+			if p.once {
+				delete(p.reject, m.ID)
+			}
 			continue
 		}
 		pass = append(pass, m)
