@@ -62,6 +62,22 @@ func TestResumeFailsOnceTheSessionEnded(t *testing.T) {
 	if err := b.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
 		t.Fatalf("terminate the continuation's session: %v, %v", ended, err)
 	}
+	// The backend exits, and releases its locks, a moment after the
+	// signal: wait until it is gone.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var alive bool
+		if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d still alive 30s after pg_terminate_backend", pid)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
 	if err := b2.(stores.Resumer).Resume(ctx); err == nil {
 		t.Fatal("resume after the session ended: no error")
 	}
