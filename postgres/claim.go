@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,19 +25,18 @@ import (
 //
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight from two batches and never one out
-// of turn, and with p.PerKey at most a quarter of p.Limit keys (see
-// sqlkit.HeadLimit). Keys are visited round-robin from where the last claim
-// stopped, so no key starves. Unkeyed rows then take up to half the room left (all
-// of it without p.PerKey), by due time; then, with p.PerKey, the rest goes
-// to the runs after the heads claimed (see runsSQL), shared evenly among
-// their keys: a claim that finds few keys takes long runs of each, one that
-// finds many takes their heads. With p.Unordered, every due row of each key
-// is claimable (see keyedUnorderedSQL), still walking keys round-robin.
-// Each part runs along an index of pending rows only.
+// of turn, and with p.PerKey at most a quarter of p.Limit keys at first
+// (see sqlkit.HeadLimit). Keys are visited round-robin from where the last
+// claim stopped, so no key starves. Unkeyed rows then take up to half the
+// room left (all of it without p.PerKey), by due time; then, with
+// p.PerKey, the rest goes to the runs after the heads claimed (see
+// runsSQL), shared evenly among their keys: a claim that finds few keys
+// takes long runs of each, one that finds many takes their heads. With p.Unordered, every due row of each key is claimable (see
+// keyedUnorderedSQL), still walking keys round-robin. Each part runs along
+// an index of pending rows only.
 //
-// Every statement of the claim is planned afresh for the table as it is
-// (plan_cache_mode = force_custom_plan, for the claim's transaction only):
-// see claimSettingsSQL.
+// Every statement of the claim is planned once per connection, and its
+// plan suits any state of the table: see plannerSettings.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -56,37 +57,56 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 }
 
 // claimSettingsSQL sets, for the claim's transaction only, the claim
-// timeout ($1, in ms) and plan_cache_mode = force_custom_plan.
+// timeout ($1, in ms) and the planner settings its statements are planned
+// with (see plannerSettings).
+const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true), ` + plannerSettings
+
+// plannerSettings makes the claim's statements (and the completion's)
+// cheap to plan and safe to plan once: each is planned once per
+// connection for any table (plan_cache_mode = force_generic_plan), and
+// the only plans left to the planner are the ones it would make for a
+// large backlog.
 //
-// The second keeps claims cheap when a backlog builds up. The claim
-// statements are prepared once per connection, and after five executions
-// PostgreSQL may keep a generic plan for them until the table is next
-// vacuumed or analyzed or the connection closes. A relay that claims often
-// while the table is nearly empty, as a LISTEN/NOTIFY wake-up on every
-// commit makes it do, gets a generic plan made for an empty table: for
-// ordered claims, a sequential scan of the table on the outside with every
-// key's head looked up again for each row it meets. When a backlog builds
-// up, each claim then costs pending rows × keys index probes (seconds to
-// minutes for tens of thousands of events) and the relay falls further
-// behind: the latency benchmark's "stall" under LISTEN/NOTIFY (after an
-// empty VACUUM ANALYZE, the cached plan can instead scan the whole table
-// for each key's head: as bad). A custom plan costs about 0.7ms of
-// planning per claim and always sees the table's current size.
+// A plan made once must suit every state of the table: nearly empty, as
+// when a relay claims on every commit, and a backlog of millions. So every
+// claim statement is written so that each row it reads comes from an index
+// range that a parameter bounds: the keyed walk steps from key to key, and
+// every other read of the table is a LATERAL subquery with its own row lock
+// (which PostgreSQL never flattens into a join), so the planner has no join
+// order to choose. What is left to choose, the access path, is pinned by
+// switching off every path that reads what no parameter bounds: sequential
+// and bitmap scans, and the sorts, hash and merge joins that would feed
+// them. PostgreSQL still takes a disabled path where nothing else exists;
+// TestClaimGenericPlans checks that none does here, on an empty table and
+// on a backlog that statistics have not caught up with.
 //
-// enable_sort = off keeps the claims on their indexes when the table's
-// statistics are behind, as after a burst into a table last analyzed
-// while nearly empty (autovacuum analyzes it up to a minute later, or
-// never where it is off). Estimating a few dozen pending rows, PostgreSQL
-// would rather collect every pending row of the keys after the cursor by
-// bitmap and sort them than walk the (key, seq) index: 60,000 rows sorted
-// (on disk) for every claim of 1,000, 120ms instead of 10 (pgcdc's
-// BenchmarkDrain, where the unordered relay drained a fresh burst at a
-// quarter of the ordered one's rate). Every claim statement reads an index
-// in the order it returns, so no plan it wants has a sort of the table's
-// rows; the sorts left (the runs' order, a few thousand claimed rows at
-// most) are made anyway. See TestClaimPlansWithoutStatistics.
-const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
-	set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', 'off', true)`
+// Why not plan afresh: planning the claim took about 0.7 ms (1 to 3 µs of
+// the database's CPU per event at full batches, most of a claim's cost at
+// a trickle). Why not let PostgreSQL choose (plan_cache_mode = auto): after
+// five executions it may keep a generic plan for the table as it was then,
+// and an earlier version of these statements, with joins the planner could
+// reorder, got one made for a nearly empty table (a sequential scan with
+// every key's head looked up again for each row) that then cost seconds a
+// claim once a backlog built up (TestClaimAfterBacklogGrows). And with no
+// sort, a burst into a table whose statistics are behind cannot make a
+// claim sort the backlog (TestClaimPlansWithoutStatistics).
+//
+// The settings last until the transaction ends, so RunInTx puts them back
+// to the session's own for the in-process handlers' statements.
+const plannerSettings = `set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true)`
+
+// handlerSettingsSQL puts back, for the statements of in-process handlers
+// run in a claim's transaction (RunInTx), the session's own planner
+// settings; claimPlannerSQL sets the claim's again.
+const (
+	handlerSettingsSQL = `SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT;
+	SET LOCAL enable_bitmapscan TO DEFAULT; SET LOCAL enable_sort TO DEFAULT; SET LOCAL enable_hashjoin TO DEFAULT;
+	SET LOCAL enable_mergejoin TO DEFAULT`
+	claimPlannerSQL = `SELECT ` + plannerSettings
+)
 
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
@@ -128,21 +148,17 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if err := collect(&pb, 1); err != nil {
 		return err
 	}
-	if len(b.recs) < limit && cursor != "" {
+	wrapped := len(b.recs) < limit && cursor != ""
+	if wrapped {
 		var pb pgx.Batch
 		keyed(&pb, true, limit-len(b.recs), "", cursor)
 		if err := collect(&pb, 0); err != nil {
 			return err
 		}
 	}
-	s.cursor.Advance(cursor, len(b.recs) == limit, recordKeys(b.recs))
+	walkFull := len(b.recs) == limit
+	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs))
 	runs := len(heads) > 0 && p.PerKey > 1
-	if runs {
-		b.ends = make([]runEnd, len(heads))
-		for i, h := range heads {
-			b.ends[i] = runEnd{key: h.rec.Key, seq: h.n}
-		}
-	}
 	if room := p.Limit - len(b.recs); room > 0 {
 		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
@@ -151,18 +167,32 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 			return err
 		}
 	}
-	if room := p.Limit - len(b.recs); runs && room > 0 {
-		per := sqlkit.RunLength(room, len(heads), p.PerKey)
-		if err := s.claimRuns(ctx, tx, p.Now, b, per, room); err != nil {
-			return err
-		}
-		// Every key due and free was reached when fewer heads than the
-		// limit were found: the batch may be continued (see Continue).
-		b.continuable = len(heads) < limit && len(b.ends) > 0
+	if !runs {
 		return nil
 	}
-	b.ends = nil
+	room := p.Limit - len(b.recs)
+	if room <= 0 {
+		return nil
+	}
+	ends, err := s.claimRuns(ctx, tx, p.Now, b, headEnds(heads), sqlkit.RunLength(room, len(heads), p.PerKey), room)
+	if err != nil {
+		return err
+	}
+	if !walkFull {
+		// Every key due and free was reached: the batch may be continued
+		// (see Continue).
+		b.ends, b.continuable = ends, len(ends) > 0
+	}
 	return nil
+}
+
+// headEnds returns the run ends of heads: each its key and seq.
+func headEnds(heads []numbered) []runEnd {
+	ends := make([]runEnd, len(heads))
+	for i, h := range heads {
+		ends[i] = runEnd{key: h.rec.Key, seq: h.n}
+	}
+	return ends
 }
 
 // runEnd is the last row of a key's run in a batch: where a continuation
@@ -172,41 +202,41 @@ type runEnd struct {
 	seq int64
 }
 
-// claimRuns adds to b up to room rows, the runs after b.ends, at most per
-// of each key (see runsSQL), and moves b.ends to their ends. It keeps in
-// b.ends only the keys whose run took all per rows: the others have no
-// more rows due and free, so nothing to continue.
-func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, per, room int) error {
-	keys := make([]string, len(b.ends))
-	seqs := make([]int64, len(b.ends))
-	at := make(map[string]int, len(b.ends))
-	for i, e := range b.ends {
+// claimRuns adds to b up to room rows, the runs after ends, at most per
+// of each key (see runsSQL), and returns the ends of the runs that took
+// all per rows, moved to their new last rows: the other keys have no more
+// rows due and free, or rows this batch locked and left out (the room ran
+// out, or one was not due), so nothing to continue.
+func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, ends []runEnd, per, room int) ([]runEnd, error) {
+	keys := make([]string, len(ends))
+	seqs := make([]int64, len(ends))
+	at := make(map[string]int, len(ends))
+	for i, e := range ends {
 		keys[i], seqs[i], at[e.key] = e.key, e.seq, i
 	}
 	var pb pgx.Batch
-	pb.Queue(s.runsSQL(), keys, seqs, per, now.UTC())
+	pb.Queue(s.runsSQL(), keys, seqs, per)
 	var rows []numbered
 	if err := run(ctx, tx, &pb, 0, scanRun, func(x numbered) { rows = append(rows, x) }); err != nil {
-		return err
+		return nil, err
 	}
 	// The last key's run may be cut short: still a run. The rows left out
 	// stay locked, untouched, until the batch ends.
-	kept := keepRuns(rows)
-	taken := make([]int, len(b.ends))
+	kept := keepRuns(rows, at, now)
+	taken := make([]int, len(ends))
 	for _, x := range kept[:min(len(kept), room)] {
 		b.recs = append(b.recs, x.rec)
 		i := at[x.rec.Key]
-		b.ends[i].seq = x.seq
+		ends[i].seq = x.n
 		taken[i]++
 	}
-	full := b.ends[:0]
-	for i, e := range b.ends {
+	full := ends[:0]
+	for i, e := range ends {
 		if taken[i] == per {
 			full = append(full, e)
 		}
 	}
-	b.ends = full
-	return nil
+	return full, nil
 }
 
 // run sends pb and passes to add, scanned by scan, the rows of every query
@@ -238,14 +268,13 @@ func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pg
 	return br.Close()
 }
 
-// numbered is a row of keyedSQL or runsSQL: a record and the number its
-// columns end with, a head's seq (keyedSQL) or a run row's rank after its
-// key's head, 1 for the row right after it, in the statement's snapshot
-// (runsSQL).
+// numbered is a row of keyedSQL or runsSQL: a record, its due time and its
+// seq.
 type numbered struct {
-	rec stores.Record
-	n   int64
-	seq int64 // runsSQL: the row's seq
+	rec       stores.Record
+	available time.Time
+	n         int64 // seq
+	rank      int64 // runsSQL: the row's rank after its key's head
 }
 
 func scanNumbered(r pgx.CollectableRow) (numbered, error) {
@@ -254,41 +283,42 @@ func scanNumbered(r pgx.CollectableRow) (numbered, error) {
 	return x, err
 }
 
-// scanRun scans a row of runsSQL, which ends with the row's seq.
+// scanRun scans a row of runsSQL, which ends with the row's rank.
 func scanRun(r pgx.CollectableRow) (numbered, error) {
 	var x numbered
-	err := x.scan(r, &x.seq)
+	err := x.scan(r, &x.rank)
 	return x, err
 }
 
 func (x *numbered) scan(r pgx.CollectableRow, more ...any) error {
-	var available time.Time
 	dst := append([]any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &available, &x.rec.Attempts, &x.rec.LastError, &x.n}, more...)
+		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.n}, more...)
 	err := r.Scan(dst...)
-	setNotBefore(&x.rec, available)
+	setNotBefore(&x.rec, x.available)
 	return err
 }
 
-// keepRuns keeps, of each key's locked rows (which runsSQL returns key by
-// key, in the key's order), the unbroken run: ranks 1, 2, 3 … up to the
-// first missing one. A missing rank is a row that is not due, one another
-// batch holds (a relay in unordered mode may), or one gone since the
-// snapshot: the rows after it must wait.
-func keepRuns(rows []numbered) []numbered {
-	out := make([]numbered, 0, len(rows))
+// keepRuns keeps, of the rows runsSQL locked, each key's unbroken run:
+// ranks 1, 2, 3 … up to the first one missing (a row another batch holds,
+// or one gone since the snapshot) or not due at now; the rows after it
+// must wait. Keys come in at's order, each's rows in rank order.
+func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
+	slices.SortFunc(rows, func(a, b numbered) int {
+		return cmp.Or(cmp.Compare(at[a.rec.Key], at[b.rec.Key]), cmp.Compare(a.rank, b.rank))
+	})
+	out := rows[:0]
 	var key string
 	var want int64
 	for i, x := range rows {
 		if i == 0 || x.rec.Key != key {
 			key, want = x.rec.Key, 1
 		}
-		if x.n == want { // its rank
-			out = append(out, x)
-			want++
-		} else {
+		if x.rank != want || x.available.After(now) {
 			want = -1 // broken: nothing more of this key
+			continue
 		}
+		out = append(out, x)
+		want++
 	}
 	return out
 }
@@ -322,37 +352,38 @@ func (s *Store) keyedSQL(bounded bool) string {
 			ORDER BY n.key, n.seq LIMIT 1) n
 	)
 	SELECT ` + qualified("m", recordCols) + `, m.seq FROM keys k
-	JOIN ` + t + ` m ON m.seq = k.seq
-	WHERE m.status = 0 AND m.available_at <= $1
-	LIMIT $2
-	FOR UPDATE OF m SKIP LOCKED`
+	CROSS JOIN LATERAL (SELECT * FROM ` + t + ` m WHERE m.seq = k.seq AND m.status = 0 AND m.available_at <= $1
+		FOR UPDATE SKIP LOCKED) m
+	LIMIT $2`
 }
 
 // runsSQL claims, for each key of $1 whose head (seq $2, same position)
-// this batch holds, up to $3 of the pending rows right after the head that
-// are due at $4, each with its rank after the head (1 for the next row)
-// and its seq,
-// key by key in $1's order and each key's in seq order; keepRuns keeps the
-// unbroken runs. Each key costs one range of the (key, seq) index, at most
-// $3 rows long, however deep its backlog.
+// this batch holds, up to $3 of the pending rows right after the head,
+// each with its rank after the head in the statement's snapshot (1 for
+// the row right after it) and its seq; keepRuns keeps of each key the
+// unbroken run: ranks 1, 2, 3 … up to the first one missing or not due.
+// Each key costs one range of the (key, seq) index, at most $3 rows long,
+// however deep its backlog; each row is then locked where the range found
+// it (by its ctid, which no other statement can make stale while this
+// one's snapshot sees the row), without a second probe of an index.
 //
 // Why a run never holds a row out of turn: the batch holds the key's head,
-// so no other ordered claim takes any row of the key (they are not heads,
+// so no other ordered claim takes the key's next rows (they are not heads,
 // and runs are only taken behind a held head); rows of the key committed
 // later have higher seqs (writers of one key take turns on its advisory
-// lock, so seqs follow commit order). A row another batch holds anyway (a
-// relay in unordered mode) is skipped, and keepRuns ends the run before it,
-// as it does at a row not due.
+// lock, so seqs follow commit order). A row another batch holds anyway is
+// skipped, and keepRuns ends the run before it: the continuation of a
+// batch that ended without completing (aborted, or its session killed)
+// still holds the rows after that batch's, and so may a relay in unordered
+// mode. So is a row gone or changed since the snapshot (locking re-checks
+// the row's latest version), and one not due.
 func (s *Store) runsSQL() string {
 	t := s.nm.table
-	return `SELECT ` + qualified("m", recordCols) + `, run.rank, m.seq
-	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k(key, head, ord)
-	CROSS JOIN LATERAL (SELECT h.seq, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
+	return `SELECT ` + qualified("m", recordCols) + `, m.seq, run.rank
+	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
+	CROSS JOIN LATERAL (SELECT h.ctid AS tid, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
 		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 AND h.seq > k.head ORDER BY h.seq LIMIT $3) run
-	JOIN ` + t + ` m ON m.seq = run.seq
-	WHERE m.status = 0 AND m.available_at <= $4
-	ORDER BY k.ord, run.rank
-	FOR UPDATE OF m SKIP LOCKED`
+	CROSS JOIN LATERAL (SELECT * FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
 }
 
 // keyedUnorderedSQL claims keyed rows with per-key order off: every due row,
@@ -415,24 +446,22 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	b.tx = nil
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
 
-	t := b.s.nm.table
+	s := b.s
 	var pb pgx.Batch
 	if len(o.Published) > 0 {
 		if o.DeletePublished {
-			pb.Queue(`DELETE FROM `+t+` WHERE id = ANY($1)`, pgIDs(o.Published))
+			pb.Queue(s.deletePublishedSQL(), pgIDs(o.Published))
 		} else {
-			pb.Queue(`UPDATE `+t+` SET status = 1, published_at = $2 WHERE id = ANY($1)`, pgIDs(o.Published), o.Now.UTC())
+			pb.Queue(s.markPublishedSQL(), pgIDs(o.Published), o.Now.UTC())
 		}
 	}
 	if len(o.Retry) > 0 {
 		ids, errs, next := failureArrays(o.Retry)
-		pb.Queue(`UPDATE `+t+` AS t SET attempts = t.attempts + 1, last_error = f.err, available_at = f.next
-			FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS f(id, err, next) WHERE t.id = f.id`, ids, errs, next)
+		pb.Queue(s.retrySQL(), ids, errs, next)
 	}
 	if len(o.Dead) > 0 {
 		ids, errs, _ := failureArrays(o.Dead)
-		pb.Queue(`UPDATE `+t+` AS t SET status = 2, attempts = t.attempts + 1, last_error = f.err
-			FROM unnest($1::uuid[], $2::text[]) AS f(id, err) WHERE t.id = f.id`, ids, errs)
+		pb.Queue(s.deadSQL(), ids, errs)
 	}
 	if pb.Len() > 0 {
 		if err := tx.SendBatch(ctx, &pb).Close(); err != nil {
@@ -443,6 +472,34 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 		return wrap("complete", err)
 	}
 	return nil
+}
+
+// The statements of Complete: $1 the events' IDs, and for markPublishedSQL
+// $2 the time; for retrySQL and deadSQL, $2 each event's error and for
+// retrySQL $3 its next attempt's time, in $1's order. Each reads the table
+// along its IDs' index only (see plannerSettings): the failures find their
+// error by their ID's position in $1 rather than by a join, whose order
+// a generic plan could get the wrong way round (the whole table scanned
+// for the few failed IDs).
+func (s *Store) deletePublishedSQL() string {
+	return `DELETE FROM ` + s.nm.table + ` WHERE id = ANY($1)`
+}
+
+func (s *Store) markPublishedSQL() string {
+	return `UPDATE ` + s.nm.table + ` SET status = 1, published_at = $2 WHERE id = ANY($1)`
+}
+
+func (s *Store) retrySQL() string {
+	return `UPDATE ` + s.nm.table + ` SET attempts = attempts + 1,
+		last_error = ($2::text[])[array_position($1::uuid[], id)],
+		available_at = ($3::timestamptz[])[array_position($1::uuid[], id)]
+	WHERE id = ANY($1::uuid[])`
+}
+
+func (s *Store) deadSQL() string {
+	return `UPDATE ` + s.nm.table + ` SET status = 2, attempts = attempts + 1,
+		last_error = ($2::text[])[array_position($1::uuid[], id)]
+	WHERE id = ANY($1::uuid[])`
 }
 
 // Abort implements stores.Batch.
@@ -486,5 +543,14 @@ func (b *batch) RunInTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if b.tx == nil {
 		return errClosedBatch
 	}
-	return pgx.BeginFunc(ctx, b.tx, fn)
+	return pgx.BeginFunc(ctx, b.tx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, handlerSettingsSQL); err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, claimPlannerSQL)
+		return err
+	})
 }

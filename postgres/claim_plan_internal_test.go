@@ -87,8 +87,12 @@ func TestClaimPlansWithoutStatistics(t *testing.T) {
 
 // planNode is a node of EXPLAIN (FORMAT JSON)'s plan.
 type planNode struct {
-	Type  string     `json:"Node Type"`
-	Plans []planNode `json:"Plans"`
+	Type      string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	TIDCond   string     `json:"TID Cond"`
+	Plans     []planNode `json:"Plans"`
 }
 
 // sortUnderLock returns the path to a Sort node below a LockRows node, or
@@ -101,6 +105,129 @@ func (n planNode) sortUnderLock(path []string, locked bool) string {
 	locked = locked || n.Type == "LockRows"
 	for _, c := range n.Plans {
 		if p := c.sortUnderLock(path, locked); p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestClaimGenericPlans: every statement of a claim and of its completion
+// is planned once per connection (plannerSettings: force_generic_plan), so
+// its one plan must suit every state of the table. Each statement's generic
+// plan, made with the claim's settings, is read for a table that is empty
+// and analyzed (the state a relay woken on every commit sees), for a
+// backlog that statistics have not caught up with, and for the same
+// backlog analyzed: every read of the outbox table must be an index scan
+// bounded by an index condition (never a sequential or bitmap scan, or a
+// whole index read end to end), with no hash or merge join and no sort
+// between the table and the rows locked.
+func TestClaimGenericPlans(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := db.Store()
+	table := s.nm.table
+	relation := strings.Trim(table[strings.LastIndexByte(table, '.')+1:], `"`)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`ALTER TABLE ` + table + ` SET (autovacuum_enabled = false)`)
+	statements := []struct {
+		name   string
+		sql    string
+		params int
+	}{
+		{"ordered heads", s.keyedSQL(false), 3},
+		{"ordered heads, wrapped", s.keyedSQL(true), 4},
+		{"runs", s.runsSQL(), 3},
+		{"unordered keyed claim", s.keyedUnorderedSQL(false), 3},
+		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), 4},
+		{"unkeyed claim", s.unkeyedSQL(), 2},
+		{"delete published", s.deletePublishedSQL(), 1},
+		{"mark published", s.markPublishedSQL(), 2},
+		{"retry", s.retrySQL(), 3},
+		{"dead", s.deadSQL(), 2},
+	}
+	check := func(t *testing.T, state string) {
+		for _, c := range statements {
+			t.Run(state+"/"+c.name, func(t *testing.T) {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(ctx) //nolint:errcheck // read only
+				if _, err := tx.Exec(ctx, claimSettingsSQL, "60000"); err != nil {
+					t.Fatal(err)
+				}
+				// A prepared statement outlives the transaction: one name
+				// per session, dropped at the end.
+				if _, err := tx.Exec(ctx, `PREPARE generic_claim AS `+c.sql); err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Exec(ctx, `DEALLOCATE generic_claim`) //nolint:errcheck // the session's, before the rollback
+				// A generic plan does not depend on the values: EXPLAIN
+				// shows it for any, NULL included.
+				nulls := strings.TrimSuffix(strings.Repeat("NULL, ", c.params), ", ")
+				var plan string
+				if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE generic_claim(`+nulls+`)`).Scan(&plan); err != nil {
+					t.Fatal(err)
+				}
+				var root []struct {
+					Plan planNode `json:"Plan"`
+				}
+				if err := json.Unmarshal([]byte(plan), &root); err != nil || len(root) != 1 {
+					t.Fatalf("EXPLAIN: %v: %s", err, plan)
+				}
+				if bad := root[0].Plan.unbounded(nil, relation, false); bad != "" {
+					t.Errorf("generic plan %s:\n%s", bad, plan)
+				}
+			})
+		}
+	}
+	exec(`ANALYZE ` + table)
+	check(t, "empty, analyzed")
+	// 30,000 keyed rows over 1,000 keys and 30,000 unkeyed ones, with the
+	// statistics of the empty table.
+	exec(`INSERT INTO ` + table + ` (id, topic, key, type, payload, created_at, available_at)
+		SELECT gen_random_uuid(), 'orders', CASE WHEN g % 2 = 0 THEN 'k' || (g % 1000) ELSE '' END, 'T', '\x00', now(), now()
+		FROM generate_series(1, 60000) g`)
+	check(t, "backlog, statistics behind")
+	exec(`ANALYZE ` + table)
+	check(t, "backlog, analyzed")
+}
+
+// unbounded returns what makes the plan unfit to be planned once: a
+// sequential or bitmap scan of relation, an index scan of it with no index
+// condition (a TID scan must have its TID condition), a hash or merge
+// join, or a sort below a LockRows node. It returns "" when there is none.
+func (n planNode) unbounded(path []string, relation string, locked bool) string {
+	path = append(path, n.Type)
+	at := strings.Join(path, " > ")
+	reads := n.Relation == relation && n.Type != "ModifyTable" // the statement's target, not a read
+	switch {
+	case reads && n.Type == "Tid Scan" && n.TIDCond != "":
+		// A row found where an index range said it is.
+	case reads && n.Type != "Index Scan" && n.Type != "Index Only Scan":
+		return "reads " + relation + " by " + n.Type + " (" + at + ")"
+	case reads && n.IndexCond == "":
+		return "reads all of index " + n.Index + " (" + at + ")"
+	case n.Type == "Hash Join" || n.Type == "Merge Join":
+		return "has a " + n.Type + " (" + at + ")"
+	case locked && n.Type == "Sort":
+		return "sorts the rows it locks (" + at + ")"
+	}
+	locked = locked || n.Type == "LockRows"
+	for _, c := range n.Plans {
+		if p := c.unbounded(path, relation, locked); p != "" {
 			return p
 		}
 	}

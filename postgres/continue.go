@@ -39,11 +39,11 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 	if err != nil {
 		return nil, wrap("continue", err)
 	}
-	next := &batch{s: s, tx: tx, ends: append([]runEnd(nil), b.ends...)}
+	next := &batch{s: s, tx: tx}
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
 	_, err = tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
 	if err == nil {
-		err = s.claimRuns(ctx, tx, p.Now, next, per, p.Limit)
+		next.ends, err = s.claimRuns(ctx, tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit)
 	}
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))

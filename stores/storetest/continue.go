@@ -78,6 +78,34 @@ func testContinueFollowsRuns(t *testing.T, h Harness) {
 	}
 }
 
+// A batch that ends without completing (aborted, as the relay does when
+// the broker goes away mid-batch, or its session killed) frees its
+// records while its continuation still holds the ones right after them.
+// A fresh claim then takes the key again from its head, and its run must
+// stop where the continuation's records begin: taking the records after
+// those would publish them first.
+func testContinuationOutlivesItsBatch(t *testing.T, h Harness) {
+	a := keyed("orders", "k1", 12, t0)
+	enqueue(t, h, a)
+	now := t0.Add(time.Hour)
+	p := stores.ClaimParams{Limit: 40, Now: now, PerKey: 4}
+	b1 := claimP(t, h.Store, p)
+	if !sameIDs(b1.Records(), a[:4]...) {
+		t.Fatalf("claim: got %v, want k1's first 4", ids(b1.Records()))
+	}
+	b2 := continueP(t, continuer(t, b1), p)
+	if b2 == nil || !sameIDs(b2.Records(), a[4:8]...) {
+		t.Fatalf("continuation: got %v, want k1's records 5 to 8", recIDs(b2))
+	}
+	if err := b1.Abort(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	b3 := claimP(t, h.Store, stores.ClaimParams{Limit: 40, Now: now, PerKey: 12})
+	if !sameIDs(b3.Records(), a[:4]...) {
+		t.Fatalf("claim after the first batch was aborted, its continuation still held: got %v, want k1's first 4 only", ids(b3.Records()))
+	}
+}
+
 // A continuation stops before a record that is not due, and before one
 // another batch holds, as a claim's run does.
 func testContinueStopsAtNotDue(t *testing.T, h Harness) {

@@ -66,6 +66,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"ContinueStopsAtNotDue", testContinueStopsAtNotDue},
 		{"ContinueOnlyWhatCovers", testContinueOnlyWhatCovers},
 		{"ContinueNotAtATrickle", testContinueNotAtATrickle},
+		{"ContinuationOutlivesItsBatch", testContinuationOutlivesItsBatch},
 		{"Unordered", testUnordered},
 		{"DeadLetterByHand", testDeadLetterByHand},
 		{"StatsDueScheduledRetrying", testStatsDueScheduledRetrying},
