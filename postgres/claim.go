@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -31,7 +33,9 @@ import (
 // room left (all of it without p.PerKey), by due time; then, with
 // p.PerKey, the rest goes to the runs after the heads claimed (see
 // runsSQL), shared evenly among their keys: a claim that finds few keys
-// takes long runs of each, one that finds many takes their heads. With p.Unordered, every due row of each key is claimable (see
+// takes long runs of each, one that finds many takes their heads, and one
+// whose keys are too shallow to fill the batch walks on for more (see
+// claim). With p.Unordered, every due row of each key is claimable (see
 // keyedUnorderedSQL), still walking keys round-robin. Each part runs along
 // an index of pending rows only.
 //
@@ -159,6 +163,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	walkFull := len(b.recs) == limit
 	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs))
 	runs := len(heads) > 0 && p.PerKey > 1
+	unkeyed := 0
 	if room := p.Limit - len(b.recs); room > 0 {
 		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
@@ -166,6 +171,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if err := run(ctx, tx, &pb, 0, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) }); err != nil {
 			return err
 		}
+		unkeyed = len(b.recs) - len(heads)
 	}
 	if !runs {
 		return nil
@@ -182,9 +188,56 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		// Every key due and free was reached: the batch may be continued
 		// (see Continue).
 		b.ends, b.continuable = ends, len(ends) > 0
+		return nil
+	}
+	// The walk stopped at its limit and the runs behind its heads left
+	// room: many keys of a few events each. Walk on from the last key
+	// taken (never over a key this batch holds: locking a row it already
+	// holds would take it twice) for as many more keys as the room takes
+	// at the depth seen so far, and claim their runs.
+	after := heads[len(heads)-1].rec.Key
+	for walks := 1; walks < maxWalks; walks++ {
+		room := p.Limit - len(b.recs)
+		if room <= 0 {
+			break
+		}
+		depth := float64(len(b.recs)-unkeyed) / float64(len(heads))
+		n := min(room, max(1, int(math.Ceil(float64(room)/depth))))
+		var more []numbered
+		var pb pgx.Batch
+		keyed(&pb, wrapped, n, after, cursor)
+		if err := run(ctx, tx, &pb, 0, scanNumbered, func(h numbered) { more = append(more, h) }); err != nil {
+			return err
+		}
+		if len(more) == 0 {
+			break
+		}
+		held := make(map[string]bool, len(heads))
+		for _, h := range heads {
+			held[h.rec.Key] = true
+		}
+		for _, h := range more {
+			if held[h.rec.Key] {
+				return fmt.Errorf("the key walk came back to key %q, whose head this claim holds", h.rec.Key)
+			}
+			b.recs = append(b.recs, h.rec)
+		}
+		heads, after = append(heads, more...), more[len(more)-1].rec.Key
+		s.cursor.Advance(cursor, len(more) == n, recordKeys(b.recs))
+		if room := p.Limit - len(b.recs); room > 0 {
+			if _, err := s.claimRuns(ctx, tx, p.Now, b, headEnds(more), sqlkit.RunLength(room, len(more), p.PerKey), room); err != nil {
+				return err
+			}
+		}
+		if len(more) < n {
+			break // the walk reached the last key
+		}
 	}
 	return nil
 }
+
+// maxWalks bounds the key walks of one ordered claim (see claim).
+const maxWalks = 4
 
 // headEnds returns the run ends of heads: each its key and seq.
 func headEnds(heads []numbered) []runEnd {
