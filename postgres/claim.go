@@ -129,12 +129,19 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 			pb.Queue(s.keyedSQL(bounded), args...)
 		}
 	}
+	records, numbers := newRowScanner(recordOnly), newRowScanner(withSeq)
 	collect := func(pb *pgx.Batch, skip int) error {
 		if p.Unordered {
-			return run(ctx, tx, pb, skip, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) })
+			return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
+				x, err := records.scan(r)
+				b.recs = append(b.recs, x.rec)
+				return err
+			})
 		}
-		return run(ctx, tx, pb, skip, scanNumbered, func(h numbered) {
+		return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
+			h, err := numbers.scan(r)
 			b.recs, heads = append(b.recs, h.rec), append(heads, h)
+			return err
 		})
 	}
 
@@ -168,7 +175,12 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
 		pb.Queue(s.unkeyedSQL(), now, room)
-		if err := run(ctx, tx, &pb, 0, scanRecord, func(r stores.Record) { b.recs = append(b.recs, r) }); err != nil {
+		err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+			x, err := records.scan(r)
+			b.recs = append(b.recs, x.rec)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		unkeyed = len(b.recs) - len(heads)
@@ -206,7 +218,12 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		var more []numbered
 		var pb pgx.Batch
 		keyed(&pb, wrapped, n, after, cursor)
-		if err := run(ctx, tx, &pb, 0, scanNumbered, func(h numbered) { more = append(more, h) }); err != nil {
+		err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+			h, err := numbers.scan(r)
+			more = append(more, h)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		if len(more) == 0 {
@@ -269,8 +286,14 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	}
 	var pb pgx.Batch
 	pb.Queue(s.runsSQL(), keys, seqs, per)
-	var rows []numbered
-	if err := run(ctx, tx, &pb, 0, scanRun, func(x numbered) { rows = append(rows, x) }); err != nil {
+	rows := make([]numbered, 0, min(len(ends)*per, room+per))
+	sc := newRowScanner(withRank)
+	err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+		x, err := sc.scan(r)
+		rows = append(rows, x)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	// The last key's run may be cut short: still a run. The rows left out
@@ -292,9 +315,9 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	return full, nil
 }
 
-// run sends pb and passes to add, scanned by scan, the rows of every query
-// in it but the first skip (settings).
-func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pgx.RowToFunc[T], add func(T)) error {
+// run sends pb and calls each for every row of every query in it but the
+// first skip (settings).
+func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(pgx.Rows) error) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
 		if i < skip {
@@ -309,13 +332,17 @@ func run[T any](ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, scan pg
 			_ = br.Close()
 			return err
 		}
-		got, err := pgx.CollectRows(rows, scan)
-		if err != nil {
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				rows.Close()
+				_ = br.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			_ = br.Close()
 			return err
-		}
-		for _, x := range got {
-			add(x)
 		}
 	}
 	return br.Close()
@@ -330,25 +357,38 @@ type numbered struct {
 	rank      int64 // runsSQL: the row's rank after its key's head
 }
 
-func scanNumbered(r pgx.CollectableRow) (numbered, error) {
-	var x numbered
-	err := x.scan(r)
-	return x, err
+// The columns a rowScanner reads: recordCols, then the seq, then a run's
+// rank.
+const (
+	recordOnly = iota
+	withSeq
+	withRank
+)
+
+// rowScanner scans the rows of a claim's statements into one value it
+// reuses: pgx takes a row's destinations as a []any, and a list made for
+// each row was an allocation per claimed event.
+type rowScanner struct {
+	x   numbered
+	dst []any
 }
 
-// scanRun scans a row of runsSQL, which ends with the row's rank.
-func scanRun(r pgx.CollectableRow) (numbered, error) {
-	var x numbered
-	err := x.scan(r, &x.rank)
-	return x, err
+func newRowScanner(cols int) *rowScanner {
+	s := &rowScanner{}
+	x := &s.x
+	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
+		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.n, &x.rank}[:10+cols]
+	return s
 }
 
-func (x *numbered) scan(r pgx.CollectableRow, more ...any) error {
-	dst := append([]any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.n}, more...)
-	err := r.Scan(dst...)
-	setNotBefore(&x.rec, x.available)
-	return err
+// scan reads the current row of r. Every field starts from its zero value:
+// pgx decodes JSON into a map it is given, and a record's NotBefore is set
+// only for some rows.
+func (s *rowScanner) scan(r pgx.Rows) (numbered, error) {
+	s.x = numbered{}
+	err := r.Scan(s.dst...)
+	setNotBefore(&s.x.rec, s.x.available)
+	return s.x, err
 }
 
 // keepRuns keeps, of the rows runsSQL locked, each key's unbroken run:
