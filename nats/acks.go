@@ -36,13 +36,22 @@ type acker struct {
 	quit       chan struct{}
 	wg         sync.WaitGroup
 
-	mu      sync.Mutex
-	pending map[uint64]*pubAck
-	next    uint64
-	closed  bool
-	denied  error         // the server refuses the replies: every publish fails with this
-	refused chan struct{} // closed when denied is set
-	drop    chan struct{} // closed, and replaced, when the connection drops
+	// Fast-ingest batches (FastKeyRuns): their replies come to fastPrefix
+	// + batch ID + "." + …, on a subscription of their own.
+	fastPrefix string
+	fastSub    *nats.Subscription
+	fastIn     chan *nats.Msg
+	fastIDs    string // unique to the acker: batch IDs are fastIDs + a counter
+
+	mu       sync.Mutex
+	pending  map[uint64]*pubAck
+	next     uint64
+	fast     map[string]*fastBatch // batches awaiting their end, by ID
+	nextFast uint64
+	closed   bool
+	denied   error         // the server refuses the replies: every publish fails with this
+	refused  chan struct{} // closed when denied is set
+	drop     chan struct{} // closed, and replaced, when the connection drops
 }
 
 // pubAck is one publish awaiting its acknowledgement.
@@ -63,7 +72,9 @@ var errAckTimeout = fmt.Errorf("no acknowledgement within the ack timeout: %w", 
 // subscription (no stream) takes.
 const statusNoResponders = "503"
 
-func newAcker(nc *nats.Conn, maxPending int, ackTimeout time.Duration) (*acker, error) {
+// newAcker subscribes to the acknowledgements, and with fast to those of
+// fast-ingest batches too, and starts the acker's goroutine.
+func newAcker(nc *nats.Conn, maxPending int, ackTimeout time.Duration, fast bool) (*acker, error) {
 	a := &acker{
 		nc:         nc,
 		prefix:     nc.NewInbox() + ".",
@@ -72,6 +83,7 @@ func newAcker(nc *nats.Conn, maxPending int, ackTimeout time.Duration) (*acker, 
 		ackTimeout: ackTimeout,
 		quit:       make(chan struct{}),
 		pending:    make(map[uint64]*pubAck),
+		fast:       make(map[string]*fastBatch),
 		drop:       make(chan struct{}),
 		refused:    make(chan struct{}),
 	}
@@ -80,6 +92,15 @@ func newAcker(nc *nats.Conn, maxPending int, ackTimeout time.Duration) (*acker, 
 		return nil, fmt.Errorf("subscribe to the acknowledgements: %w", err)
 	}
 	a.sub = sub
+	if fast {
+		inbox := nc.NewInbox()
+		a.fastPrefix, a.fastIDs = inbox+".", inbox[strings.LastIndexByte(inbox, '.')+1:]
+		a.fastIn = make(chan *nats.Msg, fastReplies)
+		if a.fastSub, err = nc.ChanSubscribe(a.fastPrefix+">", a.fastIn); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("subscribe to the fast-ingest acknowledgements: %w", err)
+		}
+	}
 	a.status = nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	a.wg.Add(1)
 	go a.run()
@@ -187,6 +208,8 @@ func (a *acker) run() {
 		select {
 		case m := <-a.in:
 			a.handle(m)
+		case m := <-a.fastIn:
+			a.handleFast(m)
 		case s, ok := <-a.status:
 			if !ok {
 				a.status = nil
@@ -201,6 +224,7 @@ func (a *acker) run() {
 			a.drop = make(chan struct{})
 			a.mu.Unlock()
 			a.failIf(all, fmt.Errorf("connection lost before the acknowledgement: %w", err))
+			a.failFast(fmt.Errorf("connection lost before the batch's acknowledgement: %w", err))
 		case now := <-tick.C:
 			a.failIf(func(pa *pubAck) bool { return now.Sub(pa.sent) >= a.ackTimeout }, errAckTimeout)
 		case <-a.quit:
@@ -251,8 +275,9 @@ func (a *acker) handle(m *nats.Msg) {
 // refused a subscription of the connection, or a reply subject: no answer
 // can come), every publish, pending and to come.
 func (a *acker) deny(subject string, all bool, err error) {
-	if !all && !strings.HasPrefix(subject, a.prefix) {
+	if !all && !strings.HasPrefix(subject, a.prefix) && (a.fastPrefix == "" || !strings.HasPrefix(subject, a.fastPrefix)) {
 		a.failIf(func(pa *pubAck) bool { return pa.subject == subject }, err)
+		a.denyFast(subject, err)
 		return
 	}
 	a.mu.Lock()
@@ -262,6 +287,7 @@ func (a *acker) deny(subject string, all bool, err error) {
 	}
 	a.mu.Unlock()
 	a.failIf(func(*pubAck) bool { return true }, err)
+	a.failFast(err)
 }
 
 // refusal returns the server's refusal of every publish, or nil.
@@ -321,10 +347,14 @@ func (a *acker) close() {
 	a.closed = true
 	a.mu.Unlock()
 	_ = a.sub.Unsubscribe() // fails only when the connection is closed: nothing left to undo
+	if a.fastSub != nil {
+		_ = a.fastSub.Unsubscribe()
+	}
 	a.nc.RemoveStatusListener(a.status)
 	close(a.quit)
 	a.wg.Wait()
 	a.failIf(all, ErrClosed)
+	a.failFast(ErrClosed)
 }
 
 // wait returns pa's outcome, preferring one that is in over ctx's end, the

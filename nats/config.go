@@ -114,6 +114,23 @@ type PublisherConfig struct {
 	// staging file store of its own; raise it for a server on the same
 	// host (round trips are cheap), lower it for one across a network.
 	AtomicMinRun int
+	// FastKeyRuns publishes a Publish call's messages to each stream as
+	// JetStream fast-ingest batches (nats-server 2.14+, ADR-50) in the
+	// mode that ends a batch at its first failure, so that the Publisher
+	// keeps each key's order by itself (publishers.OrderKeeper) and the
+	// relay sends a key's events in one call instead of one per round
+	// trip. Unlike AtomicKeyRuns nothing is staged: the server stores each
+	// message as it arrives and acknowledges every few hundred, within the
+	// flow window it sets. It takes effect only where JetStream can do it:
+	// nats-server 2.14.0 or later, and every stream the publisher's
+	// subjects go to allows batch publish (AllowBatchPublish);
+	// KeepsKeyOrder checks that once and reports false otherwise, and the
+	// publisher then publishes as without it. SetupStream enables batch
+	// publish on Stream when it is set. A batch's messages in flight are
+	// bounded by the server's flow window, not by MaxPending. It excludes
+	// AtomicKeyRuns. See the package documentation, "Key order". Default
+	// false.
+	FastKeyRuns bool
 
 	// Logger receives connection events (disconnect at Warn, reconnect at
 	// Info), the server's refusals (permission denied, credentials refused)
@@ -177,6 +194,10 @@ func (c *PublisherConfig) validate() error {
 	}
 	if c.ConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ConnectTimeout is %v, must not be negative", c.ConnectTimeout))
+	}
+	if c.AtomicKeyRuns && c.FastKeyRuns {
+		errs = append(errs, errors.New("AtomicKeyRuns and FastKeyRuns are both set: they are two ways of keeping key order, choose one "+
+			"(FastKeyRuns needs nats-server 2.14+ and costs the server less per batch)"))
 	}
 	if c.AtomicMinRun < 0 {
 		errs = append(errs, fmt.Errorf("AtomicMinRun is %d, must not be negative", c.AtomicMinRun))

@@ -165,7 +165,7 @@ func ExampleConfigFromURL() {
 	fmt.Println(err)
 	// Output:
 	// shop SHOP 10s
-	// nats publisher: URL nats://xxxxx@127.0.0.1:4222?stream_name=SHOP: unknown parameter "stream_name" (known: subject_prefix, stream, name, max_pending, ack_timeout, connect_timeout, reconnect_wait, atomic_key_runs, token)
+	// nats publisher: URL nats://xxxxx@127.0.0.1:4222?stream_name=SHOP: unknown parameter "stream_name" (known: subject_prefix, stream, name, max_pending, ack_timeout, connect_timeout, reconnect_wait, atomic_key_runs, fast_key_runs, token)
 }
 
 // exampleNames returns a subject prefix and a stream name no other run

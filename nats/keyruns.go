@@ -49,49 +49,71 @@ const (
 	atomicCheckTimeout = 5 * time.Second
 )
 
-// States of Publisher.atomicRuns.
+// States of Publisher.keyRuns.
 const (
-	atomicUnknown int32 = iota // not checked (or the check failed)
-	atomicOn                   // key runs go as atomic batches
-	atomicOff                  // checked: JetStream cannot
+	runsUnknown int32 = iota // not checked (or the check failed)
+	runsOn                   // key runs go as atomic (or fast-ingest) batches
+	runsOff                  // checked: JetStream cannot
 )
 
 // KeepsKeyOrder reports whether the Publisher keeps each key's order
 // within a Publish call by itself, whatever fails (publishers.OrderKeeper):
 // only with PublisherConfig.AtomicKeyRuns, on nats-server 2.12.1 or later,
-// and when every stream the publisher's subjects go to allows atomic
-// publish. It asks JetStream once (within a few seconds) and keeps the
-// answer; when JetStream cannot answer it reports false and asks again at
-// the next call. While it has not reported true, Publish publishes as it
-// does without AtomicKeyRuns. See the package documentation, "Key order".
+// when every stream the publisher's subjects go to allows atomic publish;
+// or with PublisherConfig.FastKeyRuns, on nats-server 2.14.0 or later,
+// when every such stream allows batch publish. It asks JetStream once
+// (within a few seconds) and keeps the answer; when JetStream cannot
+// answer it reports false and asks again at the next call. While it has
+// not reported true, Publish publishes as it does without the option. See
+// the package documentation, "Key order".
 func (p *Publisher) KeepsKeyOrder() bool {
-	if !p.cfg.AtomicKeyRuns {
+	option := "AtomicKeyRuns"
+	switch {
+	case p.cfg.FastKeyRuns:
+		option = "FastKeyRuns"
+	case !p.cfg.AtomicKeyRuns:
 		return false
 	}
-	switch p.atomicRuns.Load() {
-	case atomicOn:
+	switch p.keyRuns.Load() {
+	case runsOn:
 		return true
-	case atomicOff:
+	case runsOff:
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), atomicCheckTimeout)
 	defer cancel()
-	why, minRun, err := p.atomicStreams(ctx)
+	var why string
+	var minRun int
+	var routes []fastRoute
+	var err error
+	if p.cfg.FastKeyRuns {
+		why, routes, err = p.fastStreams(ctx)
+	} else {
+		why, minRun, err = p.atomicStreams(ctx)
+	}
 	log := p.cfg.Logger
 	switch {
 	case err != nil:
-		log.Warn("nats publisher: cannot tell whether the streams allow atomic batches; a key's events go one at a time", "err", errText(err))
+		log.Warn("nats publisher: cannot tell whether the streams take "+option+"'s batches; a key's events go one at a time",
+			"option", option, "err", errText(err))
 		return false
 	case why != "":
-		p.atomicRuns.Store(atomicOff)
-		log.Warn("nats publisher: AtomicKeyRuns is set but JetStream cannot take atomic batches here; a key's events go one at a time", "why", why)
+		p.keyRuns.Store(runsOff)
+		log.Warn("nats publisher: "+option+" is set but JetStream cannot take its batches here; a key's events go one at a time",
+			"option", option, "why", why)
 		return false
+	}
+	if p.cfg.FastKeyRuns {
+		p.routes.Store(&routes)
+		p.keyRuns.Store(runsOn)
+		log.Info("nats publisher: a call's events go to each stream as fast-ingest batches, keeping key order", "streams", len(routes))
+		return true
 	}
 	if p.cfg.AtomicMinRun > 0 {
 		minRun = p.cfg.AtomicMinRun
 	}
 	p.minRun.Store(int64(minRun))
-	p.atomicRuns.Store(atomicOn)
+	p.keyRuns.Store(runsOn)
 	log.Info("nats publisher: a key's events in one call go as one atomic batch", "min_batch", minRun)
 	return true
 }
@@ -103,6 +125,27 @@ func (p *Publisher) atomicStreams(ctx context.Context) (why string, minRun int, 
 	if v := p.nc.ConnectedServerVersion(); !versionAtLeast(v, 2, 12, 1) {
 		return fmt.Sprintf("nats-server %s: atomic batches with Nats-Msg-Id need 2.12.1 or later", v), 0, nil
 	}
+	cfgs, why, err := p.streamConfigs(ctx)
+	if why != "" || err != nil {
+		return why, 0, err
+	}
+	minRun = minAtomicRun
+	for _, cfg := range cfgs {
+		if !cfg.AllowAtomicPublish {
+			return fmt.Sprintf("stream %s does not allow atomic publish (AllowAtomicPublish)", cfg.Name), 0, nil
+		}
+		if cfg.Storage == jetstream.FileStorage && cfg.Replicas <= 1 {
+			minRun = minAtomicRunR1File
+		}
+	}
+	return "", minRun, nil
+}
+
+// streamConfigs returns the configurations of the streams the publisher's
+// messages go to (PublisherConfig.Stream, or the streams capturing
+// SubjectPrefix.>), or why it cannot tell ("" when it can), or the error
+// that kept it from finding out.
+func (p *Publisher) streamConfigs(ctx context.Context) (cfgs []jetstream.StreamConfig, why string, err error) {
 	var names []string
 	switch {
 	case p.cfg.Stream != "":
@@ -116,15 +159,14 @@ func (p *Publisher) atomicStreams(ctx context.Context) (why string, minRun int, 
 			return l.Err()
 		})
 		if err != nil {
-			return "", 0, fmt.Errorf("list the streams of %s.>: %w", p.cfg.SubjectPrefix, err)
+			return nil, "", fmt.Errorf("list the streams of %s.>: %w", p.cfg.SubjectPrefix, err)
 		}
 		if len(names) == 0 {
-			return fmt.Sprintf("no stream captures %s.>", p.cfg.SubjectPrefix), 0, nil
+			return nil, fmt.Sprintf("no stream captures %s.>", p.cfg.SubjectPrefix), nil
 		}
 	default:
-		return "the subjects are not under a SubjectPrefix (Subject or NoSubjectPrefix): set Stream to name the stream", 0, nil
+		return nil, "the subjects are not under a SubjectPrefix (Subject or NoSubjectPrefix): set Stream to name the stream", nil
 	}
-	minRun = minAtomicRun
 	for _, name := range names {
 		var cfg jetstream.StreamConfig
 		err := p.acks.Load().request(ctx, func(ctx context.Context) error {
@@ -135,19 +177,14 @@ func (p *Publisher) atomicStreams(ctx context.Context) (why string, minRun int, 
 			return err
 		})
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Sprintf("stream %s does not exist", name), 0, nil
+			return nil, fmt.Sprintf("stream %s does not exist", name), nil
 		}
 		if err != nil {
-			return "", 0, fmt.Errorf("look up stream %s: %w", name, err)
+			return nil, "", fmt.Errorf("look up stream %s: %w", name, err)
 		}
-		if !cfg.AllowAtomicPublish {
-			return fmt.Sprintf("stream %s does not allow atomic publish (AllowAtomicPublish)", name), 0, nil
-		}
-		if cfg.Storage == jetstream.FileStorage && cfg.Replicas <= 1 {
-			minRun = minAtomicRunR1File
-		}
+		cfgs = append(cfgs, cfg)
 	}
-	return "", minRun, nil
+	return cfgs, "", nil
 }
 
 // versionAtLeast reports whether the server version v ("2.12.1",
@@ -365,15 +402,21 @@ func (s *sender) batchSlot() (func(), error) {
 		select {
 		case p.batchSlots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("not sent: %d atomic batches await their commit: %w", maxAtomicBatches, ctx.Err())
+			return nil, fmt.Errorf("not sent: %d batches await their commit: %w", cap(p.batchSlots), ctx.Err())
 		case <-t.C:
-			return nil, fmt.Errorf("not sent: %d atomic batches await their commit: %w", maxAtomicBatches, jetstream.ErrTooManyStalledMsgs)
+			return nil, fmt.Errorf("not sent: %d batches await their commit: %w", cap(p.batchSlots), jetstream.ErrTooManyStalledMsgs)
 		case <-p.done:
 			return nil, ErrClosed
 		}
 	}
+	return p.slotRelease(), nil
+}
+
+// slotRelease returns the function that frees a batch slot taken; it may
+// be called more than once.
+func (p *Publisher) slotRelease() func() {
 	var once sync.Once
-	return func() { once.Do(func() { <-p.batchSlots }) }, nil
+	return func() { once.Do(func() { <-p.batchSlots }) }
 }
 
 // oneByOne publishes each queue of message indexes (one key's, in order)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/cputime"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	outboxnats "github.com/outboxgo/outbox/nats"
 )
@@ -19,7 +20,9 @@ import (
 // message of each key per call, each call awaited before the next (what
 // the relay does in ordered mode when the publisher does not keep key
 // order); "atomic" — the whole call with AtomicKeyRuns, each key's run one
-// atomic batch. Reports messages per second.
+// atomic batch; "fast" — the whole call with FastKeyRuns, one fast-ingest
+// batch. Reports messages per second and the µs of CPU per message of this
+// process (the publisher and the in-process server).
 //
 //	go test -run '^$' -bench PublishKeyRuns -benchtime 20x .
 func BenchmarkPublishKeyRuns(b *testing.B) {
@@ -28,21 +31,22 @@ func BenchmarkPublishKeyRuns(b *testing.B) {
 	js := natstest.JetStream(b, nc)
 	for _, storage := range []jetstream.StorageType{jetstream.FileStorage, jetstream.MemoryStorage} {
 		for _, keys := range []int{1, 10, 100} {
-			for _, mode := range []string{"async", "rounds", "atomic"} {
+			for _, mode := range []string{"async", "rounds", "atomic", "fast"} {
 				b.Run(fmt.Sprintf("storage=%s/keys=%d/%s", storage, keys, mode), func(b *testing.B) {
 					name := fmt.Sprintf("KR%s%d%s", storage, keys, mode)
 					ctx := context.Background()
 					if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
-						Storage: storage, AllowAtomicPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
+						Storage: storage, AllowAtomicPublish: true, AllowBatchPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
 						b.Fatal(err)
 					}
 					pub := newPublisher(b, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: name, Stream: name,
-						AtomicKeyRuns: mode == "atomic"})
+						AtomicKeyRuns: mode == "atomic", FastKeyRuns: mode == "fast"})
 					defer pub.Close()
-					if pub.KeepsKeyOrder() != (mode == "atomic") {
+					if pub.KeepsKeyOrder() != (mode == "atomic" || mode == "fast") {
 						b.Fatal("KeepsKeyOrder")
 					}
 					payload := make([]byte, 200)
+					cpu := cputime.Self()
 					b.ResetTimer()
 					for range b.N {
 						msgs := make([]outbox.Message, 1000)
@@ -65,6 +69,7 @@ func BenchmarkPublishKeyRuns(b *testing.B) {
 						}
 					}
 					b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "msgs/s")
+					b.ReportMetric(float64((cputime.Self()-cpu).Microseconds())/float64(b.N*1000), "cpu-µs/msg")
 				})
 			}
 		}

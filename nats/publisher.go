@@ -26,9 +26,11 @@ type Publisher struct {
 	acks    atomic.Pointer[acker] // set once by NewPublisher
 	dups    atomic.Int64
 
-	atomicRuns atomic.Int32  // AtomicKeyRuns: atomicUnknown until KeepsKeyOrder checked the streams
-	batchSlots chan struct{} // one per atomic batch awaiting its commit's acknowledgement
-	minRun     atomic.Int64  // the shortest run sent as an atomic batch; set before atomicRuns turns atomicOn
+	keyRuns    atomic.Int32                // AtomicKeyRuns, FastKeyRuns: runsUnknown until KeepsKeyOrder checked the streams
+	batchSlots chan struct{}               // one per batch awaiting its commit's acknowledgement
+	minRun     atomic.Int64                // the shortest run sent as an atomic batch; set before keyRuns turns runsOn
+	routes     atomic.Pointer[[]fastRoute] // FastKeyRuns: the streams; set before keyRuns turns runsOn
+	fastWarned atomic.Bool                 // a stream refused a fast-ingest batch as a batch: said once
 
 	denyMu sync.Mutex // orders the connection's reports of denials against NewPublisher setting acks
 	early  []func(*acker)
@@ -83,7 +85,7 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 		return fail(err)
 	}
 	p.js = js
-	a, err := newAcker(p.nc, c.MaxPending, c.AckTimeout)
+	a, err := newAcker(p.nc, c.MaxPending, c.AckTimeout, c.FastKeyRuns)
 	if err != nil {
 		return fail(err)
 	}
@@ -217,12 +219,17 @@ func (p *Publisher) where() string {
 // message, nil when JetStream stored it (or dropped it as a duplicate of
 // one it stored). See the package documentation for how errors are
 // classified. Once KeepsKeyOrder has reported true (PublisherConfig.
-// AtomicKeyRuns), each key's messages go as atomic batches and keep their
-// order whatever fails: see the package documentation, "Key order".
+// AtomicKeyRuns or FastKeyRuns), the messages go as atomic or fast-ingest
+// batches and each key's keep their order whatever fails: see the package
+// documentation, "Key order".
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	c := &call{p: p, ctx: ctx, msgs: msgs, errs: make([]error, len(msgs))}
-	if p.atomicRuns.Load() == atomicOn {
-		c.publishRuns()
+	if p.keyRuns.Load() == runsOn {
+		if p.cfg.FastKeyRuns {
+			c.publishFast()
+		} else {
+			c.publishRuns()
+		}
 		return c.errs
 	}
 	pas := c.send()

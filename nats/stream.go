@@ -44,13 +44,16 @@ var ErrSubjectsOverlap = errors.New("subjects overlap with another stream")
 // publishers.Misconfigured; a server that cannot be reached,
 // publishers.Unavailable.
 func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []string) error {
-	return p.ensureStream(ctx, name, subjects, false)
+	return p.ensureStream(ctx, name, subjects, false, false)
 }
 
 // ensureStream is EnsureStream; with atomic, on a server that has atomic
-// batches (2.12.1+), it also makes the stream allow atomic publish.
-func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []string, atomic bool) error {
+// batches (2.12.1+), it also makes the stream allow atomic publish; with
+// batched, on a server that has fast-ingest batches (2.14.0+), batch
+// publish.
+func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []string, atomic, batched bool) error {
 	atomic = atomic && versionAtLeast(p.nc.ConnectedServerVersion(), 2, 12, 1)
+	batched = batched && versionAtLeast(p.nc.ConnectedServerVersion(), 2, 14, 0)
 	if err := checkStreamSubjects(subjects); err != nil {
 		return publishers.Misconfigured(fmt.Errorf("nats: stream %s: %w", name, err))
 	}
@@ -65,6 +68,7 @@ func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []st
 			Retention:  jetstream.LimitsPolicy,
 
 			AllowAtomicPublish: atomic,
+			AllowBatchPublish:  batched,
 		})
 		if err != nil {
 			return p.streamError(ctx, "create", name, subjects, err)
@@ -89,6 +93,10 @@ func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []st
 		cfg.AllowAtomicPublish = true
 		changed = true
 	}
+	if batched && !cfg.AllowBatchPublish {
+		cfg.AllowBatchPublish = true
+		changed = true
+	}
 	if !changed {
 		return nil
 	}
@@ -102,14 +110,15 @@ func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []st
 // publisher's subjects, SubjectPrefix + ".>", as EnsureStream does (and
 // fails as it does); with PublisherConfig.AtomicKeyRuns, on nats-server
 // 2.12.1 or later, it also makes the stream allow atomic publish
-// (AllowAtomicPublish). It does nothing when Stream is empty. Call it once,
-// after NewPublisher; opening a nats:// URL with stream=… through package
-// backend does.
+// (AllowAtomicPublish), and with FastKeyRuns, on nats-server 2.14.0 or
+// later, batch publish (AllowBatchPublish). It does nothing when Stream
+// is empty. Call it once, after NewPublisher; opening a nats:// URL with
+// stream=… through package backend does.
 func (p *Publisher) SetupStream(ctx context.Context) error {
 	if p.cfg.Stream == "" {
 		return nil
 	}
-	return p.ensureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects(), p.cfg.AtomicKeyRuns)
+	return p.ensureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects(), p.cfg.AtomicKeyRuns, p.cfg.FastKeyRuns)
 }
 
 // streamError describes the failure to create or update stream name,

@@ -26,6 +26,7 @@ var urlParams = []backend.Param{
 	{Name: "connect_timeout", Default: DefaultConnectTimeout.String(), Usage: "how long the first connection attempt may take"},
 	{Name: "reconnect_wait", Default: DefaultReconnectWait.String(), Usage: "the pause between reconnection attempts (forever)"},
 	{Name: "atomic_key_runs", Default: "false", Usage: "send each key's run of events as one atomic batch where JetStream can (nats-server 2.12.1+, AllowAtomicPublish)"},
+	{Name: "fast_key_runs", Default: "false", Usage: "send a batch's events to each stream as one fast-ingest batch, keeping key order, where JetStream can (nats-server 2.14+, AllowBatchPublish; not with atomic_key_runs)"},
 	{Name: "token", Default: "", Usage: "the authentication token, for a URL without one (never printed)"},
 }
 
@@ -47,6 +48,8 @@ var urlParams = []backend.Param{
 //   - ack_timeout, connect_timeout, reconnect_wait: PublisherConfig's
 //     AckTimeout, ConnectTimeout, ReconnectWait (Go durations, "30s");
 //   - atomic_key_runs: PublisherConfig.AtomicKeyRuns (true or false);
+//   - fast_key_runs: PublisherConfig.FastKeyRuns (true or false; not
+//     with atomic_key_runs=true);
 //   - token: the authentication token (nats.Token), for servers that
 //     take one, when the URL's user-info does not carry it.
 //
@@ -126,6 +129,8 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 			cfg.ReconnectWait, err = duration(v)
 		case "atomic_key_runs":
 			cfg.AtomicKeyRuns, err = strconv.ParseBool(v)
+		case "fast_key_runs":
+			cfg.FastKeyRuns, err = strconv.ParseBool(v)
 		case "token":
 			if v == "" {
 				err = fmt.Errorf("empty")

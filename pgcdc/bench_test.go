@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/cputime"
+	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/pgcdc"
 	"github.com/outboxgo/outbox/relay"
 )
@@ -28,6 +29,7 @@ var (
 	benchLatencyEvents = flag.Int("bench-latency-events", envInt("OUTBOX_BENCH_LATENCY_EVENTS", 3000), "BenchmarkLatency: events committed at -bench-rate (env OUTBOX_BENCH_LATENCY_EVENTS)")
 	benchStorage       = flag.String("bench-storage", "file", "BenchmarkDrain: the JetStream stream's storage, file or memory")
 	benchRate          = flag.Int("bench-rate", envInt("OUTBOX_BENCH_RATE", 1000), "BenchmarkLatency: events per second, one per transaction (env OUTBOX_BENCH_RATE)")
+	benchCases         = flag.String("bench-cases", "cdc,cdc-atomic,cdc-fast,poll-unordered,poll-ordered", "BenchmarkDrain: the cases, in the order they run")
 )
 
 func envInt(name string, def int) int {
@@ -38,21 +40,23 @@ func envInt(name string, def int) int {
 }
 
 // BenchmarkDrain measures, in one run, how fast the CDC relay (with the
-// NATS publisher's defaults, and with AtomicKeyRuns: a key's run in flight
-// as one atomic batch) and the polling relay (unordered, and ordered: one
+// NATS publisher's defaults; with AtomicKeyRuns: a key's run in flight as
+// one atomic batch; and with FastKeyRuns: a call's events in flight as one
+// fast-ingest batch) and the polling relay (unordered, and ordered: one
 // event of a key in flight) drain a burst of events committed before they
 // start, over 1,000 keys and over 10, to an in-process JetStream: from
 // Start until the broker holds them all. Each reports the CPU per event of
 // this process (the relay and the JetStream server) and of PostgreSQL. Each case has a schema and a stream of its own in the
 // package's private cluster; -bench-storage memory makes every case's
 // stream a memory one (where JetStream stages an atomic batch in memory,
-// not in a file store of its own). Run it once per case:
+// not in a file store of its own). -bench-cases picks the cases. Run it
+// once per case:
 //
 //	go test -run '^$' -bench Drain -benchtime 1x ./pgcdc -args -bench-events 100000
 func BenchmarkDrain(b *testing.B) {
 	n := *benchEvents
 	for _, keys := range []int{1000, 10} {
-		for _, how := range []string{"cdc", "cdc-atomic", "poll-unordered", "poll-ordered"} {
+		for _, how := range strings.Split(*benchCases, ",") {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, how), func(b *testing.B) {
 				var total time.Duration
 				var cpu drainCPU
@@ -92,8 +96,14 @@ func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, drainCPU) 
 		b.Fatalf("-bench-storage %q: want file or memory", *benchStorage)
 	}
 	pub := e.publisher()
-	if how == "cdc-atomic" {
+	switch how {
+	case "cdc", "poll-unordered", "poll-ordered":
+	case "cdc-atomic":
 		pub = e.atomicPublisher()
+	case "cdc-fast":
+		pub = e.fastPublisher()
+	default:
+		b.Fatalf("-bench-cases: unknown case %q", how)
 	}
 	cdc := strings.HasPrefix(how, "cdc")
 	if cdc {
@@ -133,6 +143,24 @@ func drainOnce(b *testing.B, how string, n, keys int) (time.Duration, drainCPU) 
 	d, c := time.Since(start), drainCPU{proc: cputime.Self() - proc, pg: cputime.Proc("postgres") - pg}
 	b.StopTimer()
 	return d, c
+}
+
+// fastPublisher is a nats publisher to the test's stream, with
+// FastKeyRuns: the stream is made to allow batch publish, and the
+// publisher is checked to keep key order.
+func (e *env) fastPublisher() *outboxnats.Publisher {
+	e.t.Helper()
+	e.restream(func(c *jetstream.StreamConfig) { c.AllowBatchPublish = true })
+	p, err := outboxnats.NewPublisher(&outboxnats.PublisherConfig{URL: e.nats.URL(), SubjectPrefix: e.prefix,
+		ReconnectWait: 50 * time.Millisecond, AckTimeout: 5 * time.Second, FastKeyRuns: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = p.Close() })
+	if !p.KeepsKeyOrder() {
+		e.t.Fatal("the FastKeyRuns publisher does not keep key order")
+	}
+	return p
 }
 
 // quiet drops cfg's logger: a benchmark's log is no place for the
