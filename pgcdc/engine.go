@@ -266,7 +266,15 @@ func (e *engine) call(ctx context.Context, epoch int, batch []*event) {
 		}
 	}
 	if h := r.cfg.Hooks.AfterPublish; h != nil {
-		h(msgs, errs)
+		// What was tried: not the events an OrderKeeper did not send
+		// after an earlier one of their key failed.
+		tried, res := msgs[:0:0], errs[:0:0]
+		for i, err := range errs {
+			if !publishers.IsNotSent(err) {
+				tried, res = append(tried, msgs[i]), append(res, err)
+			}
+		}
+		h(tried, res)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -58,7 +58,9 @@ type Checker interface {
 // within one Publish call by themselves, whatever fails: a message of a key
 // is stored only after every earlier message of that key in the call, and
 // once one fails, no later message of its key in the call is stored (each
-// fails too). Retries that keep a partition in order are not enough: the
+// fails too, with an error IsNotSent: the relay leaves it pending behind
+// the failed one and charges it no attempt). Retries that keep a partition
+// in order are not enough: the
 // producer must also refuse a key's later messages once an earlier one
 // failed, however the failure and the call interleave. Google Pub/Sub's
 // client does (it pauses the ordering key: pubsub declares it); franz-go
@@ -92,6 +94,14 @@ var ErrPermanent = errors.New("rejected permanently")
 // a message published when the broker refused it this way.
 var ErrMisconfigured = errors.New("broker refused the configuration")
 
+// ErrNotSent marks the error of a message a publisher did not send because
+// an earlier message of its key in the same call failed (an OrderKeeper
+// must not store it): the message itself was never tried. The relay leaves
+// it pending, uncharged, behind the failed one, as it does the events of a
+// failed key it holds back itself. An error may be NotSent and also
+// Unavailable or Misconfigured, saying why the earlier one failed.
+var ErrNotSent = errors.New("not sent after an earlier message of its key failed")
+
 type classified struct {
 	err  error
 	kind error
@@ -124,6 +134,18 @@ func Misconfigured(err error) error {
 	}
 	return &classified{err: err, kind: ErrMisconfigured}
 }
+
+// NotSent wraps err so that errors.Is(err, ErrNotSent) holds.
+func NotSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{err: err, kind: ErrNotSent}
+}
+
+// IsNotSent reports whether err says the message was not sent, because an
+// earlier message of its key in the call failed.
+func IsNotSent(err error) bool { return errors.Is(err, ErrNotSent) }
 
 // IsUnavailable reports whether err says the broker is unavailable.
 func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }

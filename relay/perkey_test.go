@@ -5,12 +5,14 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/clocktest"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -202,6 +204,101 @@ func TestOrderKeeperGetsTheKeyPipelined(t *testing.T) {
 	calls := log.get()
 	if len(calls) != 1 || !slices.Equal(idsOf(calls[0]), idsOf(a)) {
 		t.Fatalf("calls %v, want one call with the key's 20 events in order", calls)
+	}
+}
+
+// A publisher that keeps key order fails a key's events after one that
+// failed as not sent (publishers.NotSent): the relay leaves them pending
+// and uncharged behind it, so that under DeadLetterKey they never die
+// unsent with it, and the key resumes in order once the failed one is
+// dead.
+func TestNotSentEventsAreNotCharged(t *testing.T) {
+	s, p := &memStore{}, &memPub{}
+	r, err := New(s, keeper{p}, &Config{Workers: 1, PollInterval: 20 * time.Millisecond, KeyedFailure: DeadLetterKey,
+		MaxAttempts: 2, RetryBackoff: outbox.Backoff{Min: time.Millisecond, Max: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := msgs(5, "a")
+	var log callLog
+	p.set(func(_ context.Context, ms []outbox.Message) []error {
+		log.record(ms)
+		errs := make([]error, len(ms))
+		failed := false
+		for i, m := range ms {
+			switch {
+			case failed:
+				errs[i] = publishers.NotSent(errors.New("an earlier message of its key failed"))
+			case m.ID == a[1].ID:
+				errs[i], failed = errors.New("refused"), true
+			}
+		}
+		return errs
+	})
+	s.add(a...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "every event but the refused one published", func() bool { return len(published(s)) == 4 })
+	for _, rec := range s.snapshot() {
+		switch {
+		case rec.ID == a[1].ID && (rec.status != 2 || rec.Attempts != 2):
+			t.Errorf("the refused event: status %d after %d attempts, want dead (2) after 2", rec.status, rec.Attempts)
+		case rec.ID != a[1].ID && rec.Attempts != 0:
+			t.Errorf("event %v, never tried, was charged %d attempts", rec.ID, rec.Attempts)
+		}
+	}
+	want := []uuid.UUID{a[0].ID, a[1].ID, a[2].ID, a[3].ID, a[4].ID, a[1].ID, a[2].ID, a[3].ID, a[4].ID, a[2].ID, a[3].ID, a[4].ID}
+	if got := sentOrder(log.get(), "a"); !slices.Equal(got, want) {
+		t.Fatalf("key a sent %v, want %v", got, want)
+	}
+}
+
+// lateKeeper keeps key order, but says so only once yes is set: a
+// publisher that cannot tell when the relay starts (the NATS publisher
+// with its broker down).
+type lateKeeper struct {
+	*memPub
+	yes   atomic.Bool
+	asked atomic.Int64
+}
+
+func (k *lateKeeper) KeepsKeyOrder() bool {
+	k.asked.Add(1)
+	return k.yes.Load()
+}
+
+// A publisher that did not say it keeps key order when the relay started
+// is asked again (at most once per orderRecheck), and once it says yes its
+// key's events go in one call.
+func TestOrderKeeperAskedAgain(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	s, p := &memStore{}, &memPub{}
+	k := &lateKeeper{memPub: p}
+	r, err := New(s, k, &Config{Workers: 1, PollInterval: 20 * time.Millisecond, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.order.keeps(clock.Now()) || k.asked.Load() != 1 {
+		t.Fatalf("asked %d times before a minute passed, want once (at New)", k.asked.Load())
+	}
+	k.yes.Store(true)
+	clock.Advance(orderRecheck)
+	var log callLog
+	p.set(func(_ context.Context, ms []outbox.Message) []error {
+		log.record(ms)
+		return make([]error, len(ms))
+	})
+	a := msgs(10, "a")
+	s.add(a...)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, r)
+	eventually(t, "every event published", func() bool { return len(published(s)) == 10 })
+	if calls := log.get(); len(calls) != 1 {
+		t.Fatalf("%d calls, want the key's 10 events in one", len(calls))
 	}
 }
 

@@ -23,8 +23,8 @@ type Relay struct {
 	cfg   Config
 	log   *slog.Logger
 	brk   *breaker
-	// keepsKeyOrder: pub is a publishers.OrderKeeper that keeps key order.
-	keepsKeyOrder bool
+	// order tells whether pub keeps key order (see orderKeeping).
+	order orderKeeping
 	// failures logs per-event failures, rate-limited.
 	failures *failureLog
 	// wakes hands wake-ups to the workers; made by New and never written
@@ -63,8 +63,9 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 	}
 	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
 		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers)}
-	if ok, is := pub.(publishers.OrderKeeper); is {
-		r.keepsKeyOrder = ok.KeepsKeyOrder()
+	if k, is := pub.(publishers.OrderKeeper); is {
+		r.order.keeper = k
+		r.order.keeps(c.Clock.Now())
 	}
 	return r, nil
 }
@@ -123,7 +124,7 @@ func (r *Relay) perKeyLog() string {
 	switch {
 	case r.cfg.Unordered:
 		return "unordered"
-	case r.keepsKeyOrder:
+	case r.order.keeps(r.cfg.Clock.Now()):
 		return fmt.Sprintf("up to %d per batch, pipelined (the publisher keeps key order)", r.cfg.PerKey)
 	}
 	return fmt.Sprintf("up to %d per batch, one in flight", r.cfg.PerKey)

@@ -169,7 +169,7 @@ func (r *Relay) drain(ctx context.Context, c *chain) (n int, err error) {
 		var msgs []outbox.Message
 		var res []error
 		for i := range recs {
-			if errs[i] != errDeferred { //nolint:errorlint // the sentinel itself, never wrapped
+			if attempted(errs[i]) {
 				msgs, res = append(msgs, recs[i].Message), append(res, errs[i])
 			}
 		}
@@ -185,8 +185,10 @@ func (r *Relay) drain(ctx context.Context, c *chain) (n int, err error) {
 		switch {
 		case err == nil:
 			o.Published = append(o.Published, rec.ID)
-		case err == errDeferred: //nolint:errorlint // the sentinel itself, never wrapped
-			// Not attempted: left pending, uncharged.
+		case !attempted(err):
+			// Not attempted (held back here, or by the publisher behind
+			// an earlier event of its key that failed): left pending,
+			// uncharged.
 			res.Deferred++
 		case publishers.IsMisconfigured(err):
 			// The broker refused the configuration: not the event's
@@ -248,6 +250,14 @@ func (r *Relay) drain(ctx context.Context, c *chain) (n int, err error) {
 		return len(recs), errors.Join(errOutage, outage)
 	}
 	return len(recs), nil
+}
+
+// attempted reports whether err, an event's result, is the outcome of
+// trying to publish it: not when the relay held it back (errDeferred), nor
+// when the publisher did not send it after an earlier event of its key
+// failed (publishers.IsNotSent).
+func attempted(err error) bool {
+	return err != errDeferred && !publishers.IsNotSent(err) //nolint:errorlint // the sentinel itself, never wrapped
 }
 
 // afterClaim calls the AfterClaim hook, when there is one.

@@ -9,31 +9,57 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 )
 
-// testOversizeFailsAlone: in a batch, a message the broker refuses fails
-// alone, classified Permanent, and the others arrive.
+// testOversizeFailsAlone: in a batch, a message the broker refuses fails,
+// classified Permanent, and the others arrive — except, from a publisher
+// that keeps key order (publishers.OrderKeeper), the later messages of its
+// key: those must not be stored, and each fails classified NotSent only
+// (never sent, so never charged). Another key's messages, interleaved,
+// arrive either way, and each key's in order.
 func testOversizeFailsAlone(t *testing.T, env Env) {
 	if env.MaxPayload == 0 {
 		t.Skip("Env.MaxPayload is 0")
 	}
 	p := open(t, env)
-	msgs := messages(env.Topic, "k", 5, 100)
+	keeps := false
+	if k, ok := p.(publishers.OrderKeeper); ok {
+		keeps = k.KeepsKeyOrder()
+	}
+	k, j := messages(env.Topic, "k", 5, 100), messages(env.Topic, "j", 5, 100)
 	const bad = 2
-	msgs[bad].Payload = make([]byte, env.MaxPayload+1)
+	k[bad].Payload = make([]byte, env.MaxPayload+1)
+	var msgs []outbox.Message
+	for i := range k {
+		msgs = append(msgs, k[i], j[i])
+	}
 	errs := publish(t, p, msgs)
+	wantK := slices.Delete(slices.Clone(k), bad, bad+1)
+	if keeps {
+		wantK = k[:bad]
+	}
 	for i, err := range errs {
+		m := msgs[i]
 		switch {
-		case i == bad && !publishers.IsPermanent(err):
-			t.Errorf("oversize message %d: got %v, want an error classified Permanent", i, err)
-		case i != bad && err != nil:
+		case m.ID == k[bad].ID:
+			if !publishers.IsPermanent(err) {
+				t.Errorf("oversize message: got %v, want an error classified Permanent", err)
+			}
+		case keeps && m.Key == "k" && i > 2*bad:
+			if !publishers.IsNotSent(err) || publishers.IsPermanent(err) || publishers.IsUnavailable(err) || publishers.IsMisconfigured(err) {
+				t.Errorf("message %d, after the oversize one of its key (the publisher keeps key order): got %v, want an error classified NotSent only", i, err)
+			}
+		case err != nil:
 			t.Errorf("message %d: %v", i, err)
 		}
 	}
-	// Same key: had the oversize one been stored, it would come before the
-	// last two and be read among the first four.
-	got := read(t, env, len(msgs)-1)
-	want := slices.Delete(ids(msgs), bad, bad+1)
-	if !slices.Equal(receivedIDs(got), want) {
-		t.Errorf("read %v, want %v", receivedIDs(got), want)
+	got := read(t, env, len(wantK)+len(j))
+	perKey := map[string][]string{}
+	for _, r := range got {
+		perKey[r.Key] = append(perKey[r.Key], r.ID)
+	}
+	for key, want := range map[string][]outbox.Message{"k": wantK, "j": j} {
+		if !slices.Equal(perKey[key], ids(want)) {
+			t.Errorf("key %s: read %v, want %v", key, perKey[key], ids(want))
+		}
 	}
 }
 
