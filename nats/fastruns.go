@@ -65,7 +65,7 @@ type fastCall struct {
 	*call
 	s       *sender
 	nms     []*nats.Msg      // each message's NATS message (nil: failed before sending)
-	dead    map[string]error // keys whose message failed: their later messages fail too
+	dead    map[string]deadKey // keys whose message failed: their later messages fail too
 	slow    []int            // messages to send one at a time per key, after the batches
 	resends int              // batches sent again from a message the server ended them at without saying why
 }
@@ -73,7 +73,7 @@ type fastCall struct {
 // publishFast publishes the call with FastKeyRuns on: see the package
 // documentation, "Key order".
 func (c *call) publishFast() {
-	f := &fastCall{call: c, s: c.sender(), nms: make([]*nats.Msg, len(c.msgs)), dead: map[string]error{}}
+	f := &fastCall{call: c, s: c.sender(), nms: make([]*nats.Msg, len(c.msgs)), dead: map[string]deadKey{}}
 	batches, plain := f.plan()
 	pas := make([]*pubAck, len(c.msgs))
 	for _, i := range plain {
@@ -97,7 +97,7 @@ func (f *fastCall) plan() (batches [][]int, plain []int) {
 	keyStream := map[string]int{} // -2: the key's messages go to more than one stream
 	for i := range f.msgs {
 		m := &f.msgs[i]
-		if cause := f.dead[m.Key]; cause != nil {
+		if cause := f.deadBefore(i); cause != nil {
 			f.follow([]int{i}, cause)
 			continue
 		}
@@ -152,9 +152,39 @@ func (f *fastCall) plan() (batches [][]int, plain []int) {
 // key's later messages.
 func (f *fastCall) failed(i int, err error) {
 	f.s.failed(i, err)
-	if k := f.msgs[i].Key; k != "" {
-		f.dead[k] = f.errs[i]
+	f.kill(i)
+}
+
+// deadKey is where a key's first failure in the call is: message at, which
+// failed with err.
+type deadKey struct {
+	at  int
+	err error
+}
+
+// kill records message i's failure as its key's, when it is the first of
+// the key in call order: the key's messages after it fail too.
+func (f *fastCall) kill(i int) {
+	k := f.msgs[i].Key
+	if k == "" {
+		return
 	}
+	if d, ok := f.dead[k]; !ok || i < d.at {
+		f.dead[k] = deadKey{at: i, err: f.errs[i]}
+	}
+}
+
+// deadBefore returns the error of a message of message i's key that failed
+// before it in call order, or nil. (A failure found later in the call,
+// such as a message after i that could not be built, is no reason not to
+// send i.)
+func (f *fastCall) deadBefore(i int) error {
+	if k := f.msgs[i].Key; k != "" {
+		if d, ok := f.dead[k]; ok && d.at < i {
+			return d.err
+		}
+	}
+	return nil
 }
 
 // run sends the batches, each once the publisher has a batch slot free,
@@ -229,7 +259,7 @@ func (f *fastCall) run(pending [][]int) {
 func (f *fastCall) start(idx []int, wake chan struct{}, busy bool) (b *fastBatch, ok bool) {
 	var keep []int
 	for _, i := range idx {
-		if cause := f.dead[f.msgs[i].Key]; cause != nil {
+		if cause := f.deadBefore(i); cause != nil {
 			f.follow([]int{i}, cause)
 		} else if err := f.s.unsendable(i); err != nil {
 			f.errs[i] = err
@@ -327,11 +357,9 @@ func (f *fastCall) outcome(b *fastBatch) (again []int) {
 		f.follow(rest, f.errs[k])
 		return nil
 	}
-	if key := f.msgs[k].Key; key != "" {
-		f.dead[key] = f.errs[k]
-	}
+	f.kill(k)
 	for _, i := range rest {
-		if cause := f.dead[f.msgs[i].Key]; cause != nil {
+		if cause := f.deadBefore(i); cause != nil {
 			f.follow([]int{i}, cause)
 		} else {
 			again = append(again, i)
@@ -372,7 +400,7 @@ func (f *fastCall) oneByOne() {
 			queues = append(queues, []int{i})
 			continue
 		}
-		if cause := f.dead[k]; cause != nil {
+		if cause := f.deadBefore(i); cause != nil {
 			f.follow([]int{i}, cause)
 			continue
 		}

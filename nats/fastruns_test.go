@@ -120,8 +120,8 @@ func TestFastKeyRunsRefusedMessageStopsItsKey(t *testing.T) {
 						t.Errorf("the message over MaxMsgSize: %v, want a permanent error", err)
 					}
 				case i > c.big && msgs[i].Key == bad:
-					if err == nil || publishers.IsPermanent(err) || publishers.IsUnavailable(err) {
-						t.Errorf("%s, after the refused one of its key: %v, want an unmarked error", msgs[i].Payload, err)
+					if !publishers.IsNotSent(err) || publishers.IsPermanent(err) || publishers.IsUnavailable(err) {
+						t.Errorf("%s, after the refused one of its key: %v, want an error classified NotSent only", msgs[i].Payload, err)
 					}
 				case err != nil:
 					t.Errorf("message %d (%s): %v", i, msgs[i].Payload, err)
@@ -285,11 +285,7 @@ func TestPublisherConformanceFastKeyRuns(t *testing.T) {
 			Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 				return received(t, prefix, natstest.WaitForCount(t, js, stream, n, timeout))
 			},
-			// A key's messages after an oversize one fail too, as
-			// publishers.OrderKeeper promises (and the suite's oversize
-			// case, one key, does not expect):
-			// TestFastKeyRunsRefusedMessageStopsItsKey covers it.
-			MaxPayload: 0,
+			MaxPayload: int(nc.MaxPayload()),
 		}
 	}
 	publishertest.Run(t, publishertest.Harness{

@@ -445,17 +445,17 @@ func (c *call) oneByOne(queues [][]int) {
 }
 
 // follow fails the messages idx, not sent because an earlier message of
-// their key failed with cause. They take cause's class when it is an
-// outage or a refusal, and are left unmarked otherwise (a permanent
-// failure of one message is not theirs).
+// their key failed with cause: publishers.NotSent, so the relay leaves
+// them pending and uncharged, and with cause's class too when it is an
+// outage or a refusal (a permanent failure of one message is not theirs).
 func (c *call) follow(idx []int, cause error) {
 	for _, i := range idx {
 		m := &c.msgs[i]
 		if publishers.IsUnavailable(cause) || publishers.IsMisconfigured(cause) {
-			c.errs[i] = fmt.Errorf("nats publish %s: not sent after an earlier message of its key failed: %w", m.ID, cause)
+			c.errs[i] = publishers.NotSent(fmt.Errorf("nats publish %s: not sent after an earlier message of its key failed: %w", m.ID, cause))
 			continue
 		}
-		c.errs[i] = fmt.Errorf("nats publish %s to %q: not sent: an earlier message of its key in this call failed: %v",
-			m.ID, c.p.subject(m.Topic), redacted(cause))
+		c.errs[i] = publishers.NotSent(fmt.Errorf("nats publish %s to %q: not sent: an earlier message of its key in this call failed: %v",
+			m.ID, c.p.subject(m.Topic), redacted(cause)))
 	}
 }

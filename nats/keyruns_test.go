@@ -175,8 +175,8 @@ func TestAtomicKeyRunsFailedBatchStoresNone(t *testing.T) {
 				t.Errorf("the message over MaxMsgSize: %v, want a permanent error", err)
 			}
 		case i > big && msgs[i].Key == "a":
-			if err == nil || publishers.IsPermanent(err) || publishers.IsUnavailable(err) {
-				t.Errorf("%s, after the failed a-20: %v, want an unmarked error", msgs[i].Payload, err)
+			if !publishers.IsNotSent(err) || publishers.IsPermanent(err) || publishers.IsUnavailable(err) {
+				t.Errorf("%s, after the failed a-20: %v, want an error classified NotSent only", msgs[i].Payload, err)
 			}
 		case err != nil:
 			t.Errorf("message %d (key %s): %v", i, msgs[i].Key, err)
@@ -305,11 +305,7 @@ func TestPublisherConformanceAtomicKeyRuns(t *testing.T) {
 			Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
 				return received(t, prefix, natstest.WaitForCount(t, js, stream, n, timeout))
 			},
-			// A key's messages after an oversize one fail too, as
-			// publishers.OrderKeeper promises (and the suite's oversize
-			// case, one key, does not expect):
-			// TestAtomicKeyRunsFailedBatchStoresNone covers it.
-			MaxPayload: 0,
+			MaxPayload: int(nc.MaxPayload()),
 		}
 	}
 	publishertest.Run(t, publishertest.Harness{

@@ -137,17 +137,30 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		res: make([]*gpubsub.PublishResult, len(msgs))}
 	groups := map[orderKey][]int{}
 	var order []orderKey
+	// With ordering, a key one of whose messages is refused before it is
+	// sent sends none of its later ones (publishers.OrderKeeper).
+	refused := map[string]error{}
 	for i := range msgs {
 		m := &msgs[i]
+		if cause, ok := refused[m.Key]; ok {
+			fail(i, publishers.NotSent(fmt.Errorf("%w: %v", errAfterFailed, cause)))
+			continue
+		}
+		refuse := func(err error) {
+			fail(i, publishers.Permanent(err))
+			if m.Key != "" && !p.cfg.NoOrdering {
+				refused[m.Key] = err
+			}
+		}
 		id := p.TopicID(m.Topic)
 		if !topicID.MatchString(id) || strings.HasPrefix(id, "goog") {
-			fail(i, publishers.Permanent(fmt.Errorf("%w: %q is no Pub/Sub topic ID (3 to 255 letters, digits and -_.~+%%, starting with a letter, not with goog)", ErrInvalid, id)))
+			refuse(fmt.Errorf("%w: %q is no Pub/Sub topic ID (3 to 255 letters, digits and -_.~+%%, starting with a letter, not with goog)", ErrInvalid, id))
 			continue
 		}
 		c.tps[i] = p.publisher(id)
 		pm, err := toPubsub(m, !p.cfg.NoOrdering, c.tps[i].String())
 		if err != nil {
-			fail(i, publishers.Permanent(err))
+			refuse(err)
 			continue
 		}
 		c.pms[i] = pm
@@ -359,7 +372,7 @@ func (c *call) orderFailures(idx []int) {
 		if !errors.As(c.resErr[i], &paused) && code(c.resErr[i]) != codes.InvalidArgument {
 			continue // failed for a reason of its own
 		}
-		err := fmt.Errorf("%w: %w", errAfterFailed, c.resErr[i])
+		err := publishers.NotSent(fmt.Errorf("%w: %w", errAfterFailed, c.resErr[i]))
 		switch {
 		case publishers.IsUnavailable(cause):
 			err = publishers.Unavailable(err)
