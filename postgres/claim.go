@@ -134,13 +134,14 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if p.Unordered {
 			return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
 				x, err := records.scan(r)
-				b.recs = append(b.recs, x.rec)
+				b.add(&x)
 				return err
 			})
 		}
 		return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
 			h, err := numbers.scan(r)
-			b.recs, heads = append(b.recs, h.rec), append(heads, h)
+			b.add(&h)
+			heads = append(heads, h)
 			return err
 		})
 	}
@@ -177,7 +178,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		pb.Queue(s.unkeyedSQL(), now, room)
 		err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
 			x, err := records.scan(r)
-			b.recs = append(b.recs, x.rec)
+			b.add(&x)
 			return err
 		})
 		if err != nil {
@@ -233,11 +234,11 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		for _, h := range heads {
 			held[h.rec.Key] = true
 		}
-		for _, h := range more {
-			if held[h.rec.Key] {
-				return fmt.Errorf("the key walk came back to key %q, whose head this claim holds", h.rec.Key)
+		for i := range more {
+			if held[more[i].rec.Key] {
+				return fmt.Errorf("the key walk came back to key %q, whose head this claim holds", more[i].rec.Key)
 			}
-			b.recs = append(b.recs, h.rec)
+			b.add(&more[i])
 		}
 		heads, after = append(heads, more...), more[len(more)-1].rec.Key
 		s.cursor.Advance(cursor, len(more) == n, recordKeys(b.recs))
@@ -301,7 +302,7 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	kept := keepRuns(rows, at, now)
 	taken := make([]int, len(ends))
 	for _, x := range kept[:min(len(kept), room)] {
-		b.recs = append(b.recs, x.rec)
+		b.add(&x)
 		i := at[x.rec.Key]
 		ends[i].seq = x.n
 		taken[i]++
@@ -353,12 +354,13 @@ func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(pgx.
 type numbered struct {
 	rec       stores.Record
 	available time.Time
-	n         int64 // seq
-	rank      int64 // runsSQL: the row's rank after its key's head
+	tid       pgtype.TID // the row's ctid
+	n         int64      // seq
+	rank      int64      // runsSQL: the row's rank after its key's head
 }
 
-// The columns a rowScanner reads: recordCols, then the seq, then a run's
-// rank.
+// The columns a rowScanner reads: recordCols and the row's ctid, then the
+// seq, then a run's rank.
 const (
 	recordOnly = iota
 	withSeq
@@ -377,7 +379,7 @@ func newRowScanner(cols int) *rowScanner {
 	s := &rowScanner{}
 	x := &s.x
 	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.n, &x.rank}[:10+cols]
+		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.tid, &x.n, &x.rank}[:11+cols]
 	return s
 }
 
@@ -444,8 +446,8 @@ func (s *Store) keyedSQL(bounded bool) string {
 			SELECT n.key, n.seq FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + `
 			ORDER BY n.key, n.seq LIMIT 1) n
 	)
-	SELECT ` + qualified("m", recordCols) + `, m.seq FROM keys k
-	CROSS JOIN LATERAL (SELECT * FROM ` + t + ` m WHERE m.seq = k.seq AND m.status = 0 AND m.available_at <= $1
+	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq FROM keys k
+	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.seq = k.seq AND m.status = 0 AND m.available_at <= $1
 		FOR UPDATE SKIP LOCKED) m
 	LIMIT $2`
 }
@@ -472,11 +474,11 @@ func (s *Store) keyedSQL(bounded bool) string {
 // the row's latest version), and one not due.
 func (s *Store) runsSQL() string {
 	t := s.nm.table
-	return `SELECT ` + qualified("m", recordCols) + `, m.seq, run.rank
+	return `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank
 	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
 	CROSS JOIN LATERAL (SELECT h.ctid AS tid, row_number() OVER (ORDER BY h.seq) AS rank FROM ` + t + ` h
 		WHERE h.key = k.key AND h.key <> '' AND h.status = 0 AND h.seq > k.head ORDER BY h.seq LIMIT $3) run
-	CROSS JOIN LATERAL (SELECT * FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
+	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
 }
 
 // keyedUnorderedSQL claims keyed rows with per-key order off: every due row,
@@ -487,7 +489,7 @@ func (s *Store) keyedUnorderedSQL(bounded bool) string {
 	if bounded {
 		upper = " AND key <= $4"
 	}
-	return `SELECT ` + recordCols + ` FROM ` + s.nm.table + `
+	return `SELECT ` + recordCols + `, ctid FROM ` + s.nm.table + `
 	WHERE status = 0 AND key <> '' AND key > $3` + upper + ` AND available_at <= $1
 	ORDER BY key, seq LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
@@ -495,7 +497,7 @@ func (s *Store) keyedUnorderedSQL(bounded bool) string {
 // unkeyedSQL claims up to $2 unkeyed rows due at $1, by due time, along the
 // (available_at, seq) index of pending unkeyed rows.
 func (s *Store) unkeyedSQL() string {
-	return `SELECT ` + recordCols + ` FROM ` + s.nm.table + ` WHERE status = 0 AND key = '' AND available_at <= $1
+	return `SELECT ` + recordCols + `, ctid FROM ` + s.nm.table + ` WHERE status = 0 AND key = '' AND available_at <= $1
 	ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
 
@@ -519,12 +521,18 @@ type batch struct {
 	s    *Store
 	tx   pgx.Tx // nil once ended
 	recs []stores.Record
+	tids []pgtype.TID // each record's row, where the claim locked it
 
 	ends        []runEnd // ordered: the last row of each key whose run is full (it may have more)
 	continuable bool     // ordered, the claim reached every key due and free, and some run is full
 }
 
 func (b *batch) Records() []stores.Record { return b.recs }
+
+// add adds x's record to the batch.
+func (b *batch) add(x *numbered) {
+	b.recs, b.tids = append(b.recs, x.rec), append(b.tids, x.tid)
+}
 
 // Complete applies o in one round trip (one statement per kind of outcome)
 // and commits.
@@ -542,10 +550,20 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	s := b.s
 	var pb pgx.Batch
 	if len(o.Published) > 0 {
-		if o.DeletePublished {
-			pb.Queue(s.deletePublishedSQL(), pgIDs(o.Published))
-		} else {
-			pb.Queue(s.markPublishedSQL(), pgIDs(o.Published), o.Now.UTC())
+		tids, others := b.rows(o.Published)
+		if len(tids) > 0 {
+			if o.DeletePublished {
+				pb.Queue(s.deleteRowsSQL(), tids)
+			} else {
+				pb.Queue(s.markRowsSQL(), tids, o.Now.UTC())
+			}
+		}
+		if len(others) > 0 {
+			if o.DeletePublished {
+				pb.Queue(s.deletePublishedSQL(), pgIDs(others))
+			} else {
+				pb.Queue(s.markPublishedSQL(), pgIDs(others), o.Now.UTC())
+			}
 		}
 	}
 	if len(o.Retry) > 0 {
@@ -574,6 +592,37 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 // error by their ID's position in $1 rather than by a join, whose order
 // a generic plan could get the wrong way round (the whole table scanned
 // for the few failed IDs).
+// deleteRowsSQL and markRowsSQL are deletePublishedSQL and
+// markPublishedSQL for the rows the batch locked ($1, their ctids): each
+// row is read where it is, without a probe of the IDs' index. A locked row
+// stays where it was until the transaction ends: only its holder can
+// update or delete it, and VACUUM moves no row.
+func (s *Store) deleteRowsSQL() string {
+	return `DELETE FROM ` + s.nm.table + ` WHERE ctid = ANY($1::tid[])`
+}
+
+func (s *Store) markRowsSQL() string {
+	return `UPDATE ` + s.nm.table + ` SET status = 1, published_at = $2 WHERE ctid = ANY($1::tid[])`
+}
+
+// rows returns the ctids of the batch's records among ids, and the IDs of
+// any other (none, from the relay).
+func (b *batch) rows(ids []uuid.UUID) (tids []pgtype.TID, others []uuid.UUID) {
+	at := make(map[uuid.UUID]int, len(b.recs))
+	for i := range b.recs {
+		at[b.recs[i].ID] = i
+	}
+	tids = make([]pgtype.TID, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := at[id]; ok && b.tids[i].Valid {
+			tids = append(tids, b.tids[i])
+		} else {
+			others = append(others, id)
+		}
+	}
+	return tids, others
+}
+
 func (s *Store) deletePublishedSQL() string {
 	return `DELETE FROM ` + s.nm.table + ` WHERE id = ANY($1)`
 }

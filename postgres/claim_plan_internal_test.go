@@ -153,6 +153,8 @@ func TestClaimGenericPlans(t *testing.T) {
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), 4},
 		{"unkeyed claim", s.unkeyedSQL(), 2},
 		{"delete published", s.deletePublishedSQL(), 1},
+		{"delete the rows published", s.deleteRowsSQL(), 1},
+		{"mark the rows published", s.markRowsSQL(), 2},
 		{"mark published", s.markPublishedSQL(), 2},
 		{"retry", s.retrySQL(), 3},
 		{"dead", s.deadSQL(), 2},
