@@ -424,7 +424,8 @@ func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
 // the (key, seq) index of pending keyed rows, one probe per key: the first
 // entry after key k is the next key's lowest seq, its head. So the cost is
 // per key visited, not per pending row; the query stops as soon as $2
-// heads are locked.
+// heads are locked. Each head is locked where the walk found it (its
+// ctid), without a second probe of an index.
 //
 // A head is locked with SKIP LOCKED: a head another batch holds is in
 // flight, and its key is passed over. A later row of that key is never a
@@ -439,15 +440,15 @@ func (s *Store) keyedSQL(bounded bool) string {
 	if bounded {
 		upper = " AND key <= $4"
 	}
-	return `WITH RECURSIVE keys(key, seq) AS (
-		(SELECT key, seq FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT 1)
+	return `WITH RECURSIVE keys(key, tid) AS (
+		(SELECT key, ctid FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT 1)
 		UNION ALL
-		SELECT n.key, n.seq FROM keys k CROSS JOIN LATERAL (
-			SELECT n.key, n.seq FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + `
+		SELECT n.key, n.ctid FROM keys k CROSS JOIN LATERAL (
+			SELECT n.key, n.ctid FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + `
 			ORDER BY n.key, n.seq LIMIT 1) n
 	)
 	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq FROM keys k
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.seq = k.seq AND m.status = 0 AND m.available_at <= $1
+	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
 		FOR UPDATE SKIP LOCKED) m
 	LIMIT $2`
 }
