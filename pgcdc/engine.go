@@ -175,7 +175,7 @@ func (e *engine) take(now time.Time) ([]*event, time.Time) {
 	var out []*event
 	var next time.Time
 	per := 1
-	if e.r.keepsKeyOrder {
+	if e.r.order.Keeps(now) {
 		per = e.r.cfg.PerKey
 	}
 	for _, q := range e.keys {

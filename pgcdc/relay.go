@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxgo/outbox/internal/orderkeep"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -28,11 +29,11 @@ type Relay struct {
 	// indexChecked: setup has looked for the table's delayed index (it
 	// runs on the stream's goroutine only).
 	indexChecked bool
-	// keepsKeyOrder: pub is a publishers.OrderKeeper that keeps key order.
-	keepsKeyOrder bool
-	failures      *failureLog
-	eng           *engine
-	markWake      chan struct{}
+	// order tells whether pub keeps key order.
+	order    *orderkeep.Keeping
+	failures *failureLog
+	eng      *engine
+	markWake chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -71,9 +72,7 @@ func New(cfg *Config, pub publishers.Publisher) (*Relay, error) {
 		r.source = pgx.Identifier{d.Schema, d.Table}.Sanitize()
 	}
 	r.eng = newEngine(r)
-	if ok, is := pub.(publishers.OrderKeeper); is {
-		r.keepsKeyOrder = ok.KeepsKeyOrder()
-	}
+	r.order = orderkeep.New(pub, c.Clock.Now())
 	return r, nil
 }
 
@@ -138,7 +137,7 @@ func (r *Relay) Start(ctx context.Context) error {
 		close(r.done)
 	}()
 	r.log.Info("cdc relay started", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.source,
-		"mode", r.cfg.Mode.String(), "ordered", map[bool]string{true: "pipelined (the publisher keeps key order)", false: "one event of a key in flight"}[r.keepsKeyOrder])
+		"mode", r.cfg.Mode.String(), "ordered", map[bool]string{true: "pipelined (the publisher keeps key order)", false: "one event of a key in flight"}[r.order.Keeps(r.cfg.Clock.Now())])
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/clocktest"
+	"github.com/outboxgo/outbox/internal/orderkeep"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -270,7 +271,7 @@ func (k *lateKeeper) KeepsKeyOrder() bool {
 }
 
 // A publisher that did not say it keeps key order when the relay started
-// is asked again (at most once per orderRecheck), and once it says yes its
+// is asked again (at most once per orderkeep.Recheck), and once it says yes its
 // key's events go in one call.
 func TestOrderKeeperAskedAgain(t *testing.T) {
 	clock := clocktest.New(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
@@ -280,11 +281,11 @@ func TestOrderKeeperAskedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.order.keeps(clock.Now()) || k.asked.Load() != 1 {
+	if r.order.Keeps(clock.Now()) || k.asked.Load() != 1 {
 		t.Fatalf("asked %d times before a minute passed, want once (at New)", k.asked.Load())
 	}
 	k.yes.Store(true)
-	clock.Advance(orderRecheck)
+	clock.Advance(orderkeep.Recheck)
 	var log callLog
 	p.set(func(_ context.Context, ms []outbox.Message) []error {
 		log.record(ms)

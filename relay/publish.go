@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync/atomic"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -82,7 +81,7 @@ func (r *Relay) publishBatch(ctx context.Context, b stores.Batch, recs []stores.
 // one round of everything, or in ordered mode round i with the i-th record
 // of each key and every unkeyed record in round 0.
 func (r *Relay) rounds(recs []stores.Record) [][]int {
-	one := r.cfg.Unordered || r.order.keeps(r.cfg.Clock.Now())
+	one := r.cfg.Unordered || r.order.Keeps(r.cfg.Clock.Now())
 	var rounds [][]int
 	depth := map[string]int{}
 	for j := range recs {
@@ -144,40 +143,4 @@ func (r *Relay) publish(ctx, pctx context.Context, b stores.Batch, msgs []outbox
 		}
 	}
 	return errs, nil
-}
-
-// orderKeeping remembers whether the publisher keeps key order
-// (publishers.OrderKeeper). A publisher may not know at first — the NATS
-// publisher asks JetStream, which may be down when the relay starts — so
-// until it says yes it is asked again, at most once per orderRecheck: a
-// yes is for good, as the relay would otherwise stay one event of a key in
-// flight until it restarts.
-type orderKeeping struct {
-	keeper publishers.OrderKeeper // nil: the publisher is none
-	yes    atomic.Bool
-	asked  atomic.Int64 // when it was last asked, in Unix nanoseconds
-}
-
-// orderRecheck is how often a publisher that has not said it keeps key
-// order is asked again.
-const orderRecheck = time.Minute
-
-// keeps reports whether the publisher keeps key order, asking it at now
-// if it has not said yes and was last asked an orderRecheck ago or more.
-func (o *orderKeeping) keeps(now time.Time) bool {
-	if o.keeper == nil {
-		return false
-	}
-	if o.yes.Load() {
-		return true
-	}
-	last := o.asked.Load()
-	if last != 0 && now.UnixNano()-last < int64(orderRecheck) || !o.asked.CompareAndSwap(last, now.UnixNano()) {
-		return false
-	}
-	if o.keeper.KeepsKeyOrder() {
-		o.yes.Store(true)
-		return true
-	}
-	return false
 }

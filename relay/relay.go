@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/orderkeep"
 	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -23,8 +24,8 @@ type Relay struct {
 	cfg   Config
 	log   *slog.Logger
 	brk   *breaker
-	// order tells whether pub keeps key order (see orderKeeping).
-	order orderKeeping
+	// order tells whether pub keeps key order.
+	order *orderkeep.Keeping
 	// failures logs per-event failures, rate-limited.
 	failures *failureLog
 	// wakes hands wake-ups to the workers; made by New and never written
@@ -63,10 +64,7 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 	}
 	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
 		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers)}
-	if k, is := pub.(publishers.OrderKeeper); is {
-		r.order.keeper = k
-		r.order.keeps(c.Clock.Now())
-	}
+	r.order = orderkeep.New(pub, c.Clock.Now())
 	return r, nil
 }
 
@@ -124,7 +122,7 @@ func (r *Relay) perKeyLog() string {
 	switch {
 	case r.cfg.Unordered:
 		return "unordered"
-	case r.order.keeps(r.cfg.Clock.Now()):
+	case r.order.Keeps(r.cfg.Clock.Now()):
 		return fmt.Sprintf("up to %d per batch, pipelined (the publisher keeps key order)", r.cfg.PerKey)
 	}
 	return fmt.Sprintf("up to %d per batch, one in flight", r.cfg.PerKey)
