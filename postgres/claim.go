@@ -95,12 +95,17 @@ const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout
 // sort, a burst into a table whose statistics are behind cannot make a
 // claim sort the backlog (TestClaimPlansWithoutStatistics).
 //
+// JIT compilation is off: a generic plan's estimates for a large table can
+// pass jit_above_cost, and PostgreSQL then compiles the statement at every
+// execution (LLVM, about 10 ms), never keeping the code. A draft of the
+// key walk that did cost 30 µs of the database's CPU per event for it.
+//
 // The settings last until the transaction ends, so RunInTx puts them back
 // to the session's own for the in-process handlers' statements.
 const plannerSettings = `set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
+	set_config('enable_mergejoin', 'off', true), set_config('enable_memoize', 'off', true), set_config('jit', 'off', true)`
 
 // handlerSettingsSQL puts back, for the statements of in-process handlers
 // run in a claim's transaction (RunInTx), the session's own planner
@@ -108,7 +113,7 @@ const plannerSettings = `set_config('plan_cache_mode', 'force_generic_plan', tru
 const (
 	handlerSettingsSQL = `SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT;
 	SET LOCAL enable_bitmapscan TO DEFAULT; SET LOCAL enable_sort TO DEFAULT; SET LOCAL enable_hashjoin TO DEFAULT;
-	SET LOCAL enable_mergejoin TO DEFAULT`
+	SET LOCAL enable_mergejoin TO DEFAULT; SET LOCAL enable_memoize TO DEFAULT; SET LOCAL jit TO DEFAULT`
 	claimPlannerSQL = `SELECT ` + plannerSettings
 )
 
