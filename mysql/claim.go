@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -23,7 +21,7 @@ import (
 // the plan on the pending range whatever the optimizer thinks of the
 // table's statistics. It is the claim of ClaimParams.Unordered.
 func claimSQL(table string) string {
-	return `SELECT ` + recordCols + ` FROM ` + table + ` FORCE INDEX (pending)
+	return `SELECT seq, ` + recordCols + ` FROM ` + table + ` FORCE INDEX (pending)
 		WHERE status = ` + statusPending + ` AND available_at <= ?
 		ORDER BY available_at, seq LIMIT ? FOR UPDATE SKIP LOCKED`
 }
@@ -86,44 +84,6 @@ func writeSeqs(b *strings.Builder, seqs []uint64) {
 	}
 }
 
-// runSQL lists, for each head the claim locked (heads[i], of key k and seq
-// h), up to n pending rows after it in seq order, due or not, each as
-// (i, seq, key): per head, a range of pending_keys (status, key, seq) from
-// (pending, k, h) read in index order and cut off by LIMIT n, so a key
-// with a deep backlog costs n entries, not its backlog. Like headsSQL it is
-// a plain consistent read (the statement's snapshot S2, taken after the
-// heads were locked) and locks nothing. The PAD SPACE collation makes
-// `key` = k match the keys equal to k but for trailing spaces too, among
-// k's rows in seq order: runs leaves their rows out (the list then holds
-// fewer than n of k's rows), which keeps each range to n entries whatever
-// those keys hold. Like lockHeadsSQL it names its values as literals, keys
-// as hex strings introduced as utf8mb4 (no quoting to get wrong, whatever
-// the key), and goes out as text.
-func runSQL(table string, heads []seqRecord, n int) string {
-	var b strings.Builder
-	for i, h := range heads {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		fmt.Fprintf(&b, "(SELECT %d, seq, `key` FROM %s FORCE INDEX (pending_keys) WHERE status = %s"+
-			" AND `key` = _utf8mb4 X'%x' AND seq > %d ORDER BY seq LIMIT %d)",
-			i, table, statusPending, h.rec.Key, h.seq, n)
-	}
-	return b.String()
-}
-
-// lockRunSQL locks by primary key the rows runs chose (seqs) that are still
-// pending and due at now, in seq order, with FOR UPDATE SKIP LOCKED, as
-// lockHeadsSQL does the heads; runs keeps of each key only the unbroken run
-// after its head. It goes out as text, like lockHeadsSQL.
-func lockRunSQL(table string, seqs []uint64, now string) string {
-	var b strings.Builder
-	b.WriteString("SELECT seq, " + recordCols + " FROM " + table + " FORCE INDEX (PRIMARY) WHERE seq IN (")
-	writeSeqs(&b, seqs)
-	b.WriteString(") AND status = " + statusPending + " AND available_at <= '" + now + "' ORDER BY seq FOR UPDATE SKIP LOCKED")
-	return b.String()
-}
-
 // blankClaimSQL claims along pending_keys the rows of the blank keys — the
 // empty key and keys of spaces only, which the PAD SPACE collation compares
 // equal to it (key = ”) — normally just the unkeyed rows, oldest first. An
@@ -171,7 +131,7 @@ func lockRunSQL(table string, seqs []uint64, now string) string {
 // The claim never waits for a lock: the outer read skips, the subquery
 // does not lock. A rejected row is locked for the time of one check.
 func blankClaimSQL(table string) string {
-	return `SELECT ` + recordCols + ` FROM ` + table + ` AS t FORCE INDEX (pending)
+	return `SELECT seq, ` + recordCols + ` FROM ` + table + ` AS t FORCE INDEX (pending)
 		WHERE t.status = ` + statusPending + " AND t.`key` = '' AND t.available_at <= ?" + `
 		AND (LENGTH(t.` + "`key`" + `) = 0 OR t.seq = (
 			SELECT h.seq FROM ` + table + ` AS h FORCE INDEX (pending_keys)
@@ -201,13 +161,18 @@ func headsPerClaim(n int) int { return 2 * n }
 // (sqlkit.UnkeyedRoom), the rest going to the runs; blank keys get no
 // runs. The batch holds the keyed rows in seq order, then the blank-key
 // rows.
-func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stores.ClaimParams) ([]stores.Record, error) {
+//
+// The claim sets b.ends and b.continuable for a continuation (see
+// batch.Continue) when it reached every key due and free — the walk ran
+// through all keys and found fewer heads than it may lock — and gave
+// each key's run its share.
+func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stores.ClaimParams, b *batch) error {
 	limit := p.Limit // no cap on the walk: see maxRunKeys
 	cursor := s.cursor.Get()
 	want := headsPerClaim(limit)
 	keys, seqs, err := s.heads(ctx, tx, false, cursor, "", want)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	next := "" // a short list ran to the last key: start again from the first
 	if n := len(seqs); n == want {
@@ -215,7 +180,7 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stor
 	} else if cursor != "" {
 		k2, s2, err := s.heads(ctx, tx, true, "", cursor, want-n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		seqs = append(seqs, s2...)
 		if len(s2) == want-n {
@@ -226,40 +191,32 @@ func (s *Store) claimOrdered(ctx context.Context, tx *sql.Tx, now string, p stor
 	var heads []seqRecord
 	if len(seqs) > 0 {
 		if heads, err = querySeqRecords(ctx, tx, lockHeadsSQL(s.table, seqs, now, limit)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	runs := p.PerKey > 1 && len(heads) > 0
-	var blank []stores.Record
+	var blank []seqRecord
 	if room := p.Limit - len(heads); room > 0 {
 		if blank, err = s.claimBlank(ctx, tx, now, sqlkit.UnkeyedRoom(room, runs)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	keyed := heads
 	if room := p.Limit - len(heads) - len(blank); runs && room > 0 {
-		if keyed, err = s.runs(ctx, tx, now, heads, room, p.PerKey-1); err != nil {
-			return nil, err
+		var shared bool
+		if keyed, b.ends, shared, err = s.runs(ctx, tx, now, heads, room, p.PerKey-1); err != nil {
+			return err
 		}
+		b.continuable = shared && next == "" && len(heads) < limit && len(b.ends) > 0
 	}
-	recs := make([]stores.Record, 0, len(keyed)+len(blank))
-	for _, r := range keyed {
-		recs = append(recs, r.rec)
-	}
-	return append(recs, blank...), nil
+	b.hold(keyed)
+	b.hold(blank)
+	return nil
 }
-
-// maxRunKeys is the most keys a claim lists runs for: it bounds runSQL's
-// UNION ALL, whose cost is per branch (about 80 µs each on MariaDB 10.11).
-// So, unlike PostgreSQL's and SQLite's stores, MySQL's does not cap the key
-// walk to make room for runs (sqlkit.HeadLimit): a claim that finds many
-// keys takes their heads, as it did before runs (measured, 1,000 keys:
-// heads only ≈ 0.9 × unordered, a quarter cap with runs of 3 ≈ 0.5 ×).
-const maxRunKeys = 64
 
 // claimBlank claims up to n rows of the blank keys (blankClaimSQL), after
 // a probe that there is any.
-func (s *Store) claimBlank(ctx context.Context, tx *sql.Tx, now string, n int) ([]stores.Record, error) {
+func (s *Store) claimBlank(ctx context.Context, tx *sql.Tx, now string, n int) ([]seqRecord, error) {
 	var one int
 	switch err := tx.QueryRowContext(ctx, s.blankProbeSQL).Scan(&one); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -267,149 +224,7 @@ func (s *Store) claimBlank(ctx context.Context, tx *sql.Tx, now string, n int) (
 	case err != nil:
 		return nil, err
 	}
-	return queryRecords(ctx, tx, s.blankClaimSQL, now, n)
-}
-
-// runs adds to the heads the claim locked (in seq order) the rows right
-// after each, in its key's order: up to perKey rows of a key and room rows
-// in all, shared fairly between the keys. It returns them all in seq order,
-// so each key's rows come in the key's order. Two statements: runSQL lists
-// the candidates, lockRunSQL locks them.
-//
-// Why this never takes a row out of turn. Take a key K whose head H (seq h)
-// the claim locked: pending and due on its latest version, held until the
-// batch ends, so no one changes it meanwhile (see lockHeadsSQL for why H is
-// K's head). runSQL reads, in a snapshot S2 taken after that, K's first
-// pending rows after H in seq order: R1, R2, … with seqs r1 < r2 < ….
-//
-//   - They are K's next rows. Every row of K with a seq below h is done
-//     (lockHeadsSQL). A row of K with a seq between h and ri that runSQL
-//     did not list is not pending in S2: published, dead or deleted, and
-//     pending again only by Replay; it cannot be one S2 does not see yet,
-//     since Ri is in S2 and writers of K take turns on the key-lock table,
-//     so every row of K below ri committed before Ri did. Rows of K
-//     committed after S2 have seqs above all of them.
-//   - No other ordered claim takes them while this batch holds H. Another
-//     claim lists K's head from its own snapshot: one that has H has it
-//     pending (H has been pending since it committed, Replay aside, as in
-//     lockHeadsSQL), so its head of K is H, which it skips (locked), or a
-//     row below H, which fails its recheck; one older than H has no row
-//     after H either (commit order). So it takes neither H nor a row after
-//     it, and runs are only taken behind a head the claim holds: a batch
-//     holds rows of K only while it holds K's head.
-//   - lockRunSQL locks them by primary key with SKIP LOCKED and rechecks
-//     each one's latest version: pending and due. Ri is kept only if it
-//     and R1 … Ri-1 all passed: the run is unbroken. A row skipped (locked
-//     by some other transaction: a DeadLetter, an unordered claim), no
-//     longer pending (dead-lettered since S2) or not due ends the run;
-//     rows after it that were locked stay locked, untouched, until the
-//     batch ends, and are not in the batch.
-//
-// The claim never waits: runSQL does not lock, lockRunSQL skips. Each key's
-// list is n entries of pending_keys at most (see runSQL): n is perKey,
-// room, and twice the key's fair share of room, whichever is smallest, so
-// the statement reads at most about twice room entries however deep the
-// backlogs, and keys with short runs leave their share to the others (see
-// share). Only the first maxRunKeys heads' keys are listed, and with
-// little room only the first 2×room (and no more than maxStatementBytes of
-// statement).
-func (s *Store) runs(ctx context.Context, tx *sql.Tx, now string, heads []seqRecord, room, perKey int) ([]seqRecord, error) {
-	listed := heads[:min(len(heads), 2*room, maxRunKeys)]
-	size := 0
-	for i, h := range listed { // a key's 1,020 bytes are 2,040 hex digits
-		if size += 200 + 2*len(h.rec.Key); size > maxStatementBytes && i > 0 {
-			listed = listed[:i]
-			break
-		}
-	}
-	n := min(perKey, room, (2*room+len(listed)-1)/len(listed))
-	rows, err := tx.QueryContext(ctx, runSQL(s.table, listed, n))
-	if err != nil {
-		return nil, err
-	}
-	lists := make([][]uint64, len(listed)) // per head: its key's rows after it
-	for rows.Next() {
-		var (
-			i   int
-			seq uint64
-			key string
-		)
-		if err := rows.Scan(&i, &seq, &key); err != nil {
-			_ = rows.Close()
-			return nil, err
-		}
-		if i < 0 || i >= len(listed) {
-			_ = rows.Close()
-			return nil, fmt.Errorf("runs: head %d of %d", i, len(listed))
-		}
-		if key == listed[i].rec.Key { // not a key equal to it but for trailing spaces
-			lists[i] = append(lists[i], seq)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var chosen []uint64
-	at := map[uint64][2]int{} // seq → head, place in its run
-	for i, take := range share(lists, room) {
-		l := lists[i]
-		slices.Sort(l) // UNION ALL keeps each part's order in practice, not by contract
-		for j, seq := range l[:take] {
-			chosen = append(chosen, seq)
-			at[seq] = [2]int{i, j}
-		}
-	}
-	if len(chosen) == 0 {
-		return heads, nil
-	}
-	slices.Sort(chosen)
-	locked, err := querySeqRecords(ctx, tx, lockRunSQL(s.table, chosen, now))
-	if err != nil {
-		return nil, err
-	}
-	next := make([]int, len(listed)) // per head: the place in its run to take next
-	out := heads
-	for _, r := range locked { // in seq order, so each run's in its order
-		p, ok := at[r.seq]
-		if !ok {
-			return nil, fmt.Errorf("runs: locked seq %d, not chosen", r.seq)
-		}
-		// A row is taken only right after the last one taken of its run:
-		// once one is left out, none after it is.
-		if i := p[0]; p[1] == next[i] {
-			out = append(out, r)
-			next[i]++
-		}
-	}
-	slices.SortFunc(out, func(a, b seqRecord) int { return cmp.Compare(a.seq, b.seq) })
-	return out, nil
-}
-
-// share says how many of each list's rows to take, room in all: as many of
-// each as it has, up to an equal share of what the shorter ones leave.
-func share(lists [][]uint64, room int) []int {
-	take := make([]int, len(lists))
-	open := 0 // lists with rows not taken yet
-	for _, l := range lists {
-		if len(l) > 0 {
-			open++
-		}
-	}
-	for room > 0 && open > 0 {
-		each := room / open
-		for i, l := range lists {
-			if take[i] == len(l) || room == 0 {
-				continue
-			}
-			g := min(max(each, 1), len(l)-take[i])
-			take[i] += g
-			room -= g
-			if take[i] == len(l) {
-				open--
-			}
-		}
-	}
-	return take
+	return querySeqRecords(ctx, tx, s.blankClaimSQL, now, n)
 }
 
 // heads runs headsSQL.
@@ -448,31 +263,16 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("mysql: claim: limit is %d, must be positive", p.Limit)
 	}
-	conn, err := s.db.Conn(ctx)
+	b, err := s.begin(ctx)
 	if err != nil {
-		return nil, wrap("claim", err)
-	}
-	sess, err := s.session(ctx, conn)
-	if err != nil {
-		_ = conn.Close()
-		return nil, wrap("claim", err)
-	}
-	b := &batch{s: s, conn: conn, sess: sess}
-	if _, err := conn.ExecContext(ctx, sess.set); err != nil {
-		b.release(ctx, true)
-		return nil, wrap("claim", err)
-	}
-	// database/sql rolls a transaction back when its context ends; a claim
-	// must last until Complete or Abort instead.
-	b.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		b.release(ctx, false)
 		return nil, wrap("claim", err)
 	}
 	if p.Unordered {
-		b.recs, err = queryRecords(ctx, b.tx, s.claimSQL, dbTime(p.Now), p.Limit)
+		var recs []seqRecord
+		recs, err = querySeqRecords(ctx, b.tx, s.claimSQL, dbTime(p.Now), p.Limit)
+		b.hold(recs)
 	} else {
-		b.recs, err = s.claimOrdered(ctx, b.tx, dbTime(p.Now), p)
+		err = s.claimOrdered(ctx, b.tx, dbTime(p.Now), p, b)
 	}
 	if err != nil {
 		_ = b.Abort(ctx)
@@ -487,15 +287,57 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 	return b, nil
 }
 
+// begin takes a connection of its own, bounds its session and opens the
+// claim's transaction, for Claim and batch.Continue.
+func (s *Store) begin(ctx context.Context) (*batch, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := s.session(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	b := &batch{s: s, conn: conn, sess: sess}
+	if _, err := conn.ExecContext(ctx, sess.set); err != nil {
+		b.release(ctx, true)
+		return nil, err
+	}
+	// database/sql rolls a transaction back when its context ends; a claim
+	// must last until Complete or Abort instead.
+	b.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		b.release(ctx, false)
+		return nil, err
+	}
+	return b, nil
+}
+
 type batch struct {
 	s    *Store
 	conn *sql.Conn // nil once released
 	tx   *sql.Tx   // nil once ended
 	sess *session
 	recs []stores.Record
+	seqs map[uuid.UUID]uint64 // of recs: Complete names rows by primary key
+
+	ends        []runEnd // ordered: the last row of each key whose run was full (it may have more)
+	continuable bool     // ordered: the claim reached every key due and free, gave each its share, and some run was full
 }
 
 func (b *batch) Records() []stores.Record { return b.recs }
+
+// hold adds rs to b's records.
+func (b *batch) hold(rs []seqRecord) {
+	if b.seqs == nil {
+		b.seqs = make(map[uuid.UUID]uint64, len(rs))
+	}
+	for _, r := range rs {
+		b.recs = append(b.recs, r.rec)
+		b.seqs[r.rec.ID] = r.seq
+	}
+}
 
 // Complete applies o, one statement per kind of outcome, and commits.
 func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
@@ -507,7 +349,7 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	}
 	tx := b.tx
 	b.tx = nil
-	err := b.s.apply(ctx, tx, o)
+	err := b.s.apply(ctx, tx, o, b.seqs)
 	if err == nil {
 		err = tx.Commit()
 	} else {
@@ -566,17 +408,45 @@ func (b *batch) release(ctx context.Context, broken bool) {
 }
 
 // apply runs o's statements in tx: one per kind of outcome (more only past
-// maxStatementRows records or maxStatementBytes of errors). Each names its
-// rows as JSON_TABLE rows joined on the unique id (see sqlkit.IDsJSON).
-func (s *Store) apply(ctx context.Context, tx *sql.Tx, o stores.Outcome) error {
-	err := chunks(len(o.Published), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
-		ids := sqlkit.IDsJSON(o.Published[lo:hi])
+// maxStatementRows records or maxStatementBytes of errors). Published
+// records the batch holds (held: their seqs) are named by primary key, as
+// JSON_TABLE rows written into the statement (numbers only), which goes
+// out as text in one round trip: one primary-key lookup per row, where
+// the unique id would add a lookup in its index to each. Failures, and any
+// record not held, are named as JSON_TABLE rows joined on the unique id
+// (see sqlkit.IDsJSON).
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, o stores.Outcome, held map[uuid.UUID]uint64) error {
+	var seqs []uint64
+	var ids []uuid.UUID
+	for _, id := range o.Published {
+		if seq, ok := held[id]; ok {
+			seqs = append(seqs, seq)
+		} else {
+			ids = append(ids, id)
+		}
+	}
+	set := ` SET t.status = ` + statusPublished + `, t.published_at = '` + dbTime(o.Now) + `'`
+	err := chunks(len(seqs), maxStatementRows, func(int) int { return 20 }, func(lo, hi int) error {
+		rows := `JSON_TABLE('` + seqsJSON(seqs[lo:hi]) + `', '$[*]' COLUMNS (seq BIGINT UNSIGNED PATH '$')) AS f STRAIGHT_JOIN ` +
+			s.table + ` AS t FORCE INDEX (PRIMARY) ON t.seq = f.seq`
+		var err error
+		if o.DeletePublished {
+			_, err = tx.ExecContext(ctx, `DELETE t FROM `+rows)
+		} else {
+			_, err = tx.ExecContext(ctx, `UPDATE `+rows+set)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = chunks(len(ids), maxStatementRows, func(int) int { return 35 }, func(lo, hi int) error {
+		ids := sqlkit.IDsJSON(ids[lo:hi])
 		var err error
 		if o.DeletePublished {
 			_, err = tx.ExecContext(ctx, `DELETE t FROM `+s.idRows, ids)
 		} else {
-			_, err = tx.ExecContext(ctx, `UPDATE `+s.idRows+` SET t.status = `+statusPublished+
-				`, t.published_at = ?`, ids, dbTime(o.Now))
+			_, err = tx.ExecContext(ctx, `UPDATE `+s.idRows+set, ids)
 		}
 		return err
 	})

@@ -113,10 +113,13 @@
 // open while the relay
 // publishes. Complete applies the outcome in one statement per kind and
 // commits; Abort rolls back. Each statement names its rows in one JSON
-// array parameter, turned into rows by JSON_TABLE and joined to the unique
-// id (FORCE INDEX, STRAIGHT_JOIN): one short statement whatever the number
-// of rows, no placeholder limit, per-row values (errors, next attempt
-// times) in the same array, and a plan that looks each row up by its key.
+// array, turned into rows by JSON_TABLE and joined to the table (FORCE
+// INDEX, STRAIGHT_JOIN): one short statement whatever the number of rows,
+// no placeholder limit, per-row values (errors, next attempt times) in the
+// same array, and a plan that looks each row up by its key. Published rows
+// are named by primary key (the seqs the claim read, written into the
+// statement, which goes out as text in one round trip); failures by the
+// unique id, in a parameter.
 // "WHERE id IN (…)" is not used because the optimizer turns it into a
 // table scan on small tables (and on MariaDB past 1,000 values), and a
 // locking scan waits for every row a claim holds: it deadlocked concurrent
@@ -163,8 +166,9 @@
 // events come next, oldest first (blankClaimSQL, which also orders the
 // rare keys made of spaces only, heads only). With ClaimParams.PerKey,
 // unkeyed events take at most half the room the heads leave, and the rest
-// goes to the runs after the first 64 heads the claim locked, shared evenly
-// among their keys: each key's next events
+// goes to the runs after the first 256 heads the claim locked (fewer when
+// the room would not give each at least 4 events), shared evenly among
+// their keys: each key's next events
 // in its order, listed along the same index (a plain read, a bounded range
 // per key) and locked by primary key with FOR UPDATE SKIP LOCKED; a run
 // ends at the first event held elsewhere, gone or not due. The comment of
@@ -172,6 +176,21 @@
 // claim takes a key's events while the batch holds its head. A claim's
 // cost follows the number of keys it lists and the events it takes, not
 // the depth of their backlogs.
+//
+// A batch whose claim reached every key due and free (the walk listed
+// fewer heads than it may, the heads left room, and every key got its
+// share of it) implements stores.Continuer: while the relay publishes it,
+// Continue claims, on a second connection and in a transaction of its
+// own, the events right after the runs that took all they could — one
+// range of the (status, key, seq) index per key, locked by primary key as
+// runs are — so that a few busy keys go on at once after the batch
+// completes, with no claim in between. The batch still holds each key's
+// events up to where the continuation starts, so no other claim takes
+// them (batch.Continue has the argument). Continue takes nothing when the
+// pool has no connection free (SetMaxOpenConns reached and none idle): a
+// relay's pool needs two connections per worker for it. Resume, before the
+// relay publishes a continuation, is one round trip in its transaction
+// and fails if the server ended it meanwhile.
 //
 // Commit order per key comes from the write side. AUTO_INCREMENT hands
 // seqs out at insert, so two transactions enqueueing for one key could
