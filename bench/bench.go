@@ -1,7 +1,9 @@
 // Package bench is the outbox benchmark suite: drain, write-path cost,
 // end-to-end latency, scale-out and history, each on real PostgreSQL and real
 // NATS JetStream, side by side with the textbook relay loop, Watermill's SQL
-// forwarder and the raw limits of the broker and the database.
+// forwarder and the raw limits of the broker and the database. With a
+// mysql:// database URL, the limits, drain and scale workloads run on
+// MySQL/MariaDB instead (MySQLWorkloads), with the same tables.
 //
 // It is a module of its own so that Watermill stays out of the outbox
 // module's dependencies. cmd/outbox-bench is the command; TestQuick runs its
@@ -153,6 +155,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, w := range o.Only {
 		if !slices.Contains(Workloads, w) {
 			return nil, fmt.Errorf("unknown workload %q (want one of %s)", w, strings.Join(Workloads, ", "))
+		}
+	}
+	if isMySQL(o.DatabaseURL) {
+		if err := mysqlOnly(&o); err != nil {
+			return nil, err
 		}
 	}
 	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,6 +71,67 @@ func TestQuick(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestQuickMySQL runs the -quick mode on MySQL/MariaDB (a mysql:// URL):
+// the workloads that run there, with the same columns. Without MariaDB or
+// NATS JetStream it skips, unless CI=true, where it fails.
+// OUTBOX_TEST_MYSQL_URL overrides the database's URL.
+func TestQuickMySQL(t *testing.T) {
+	o := Options{
+		DatabaseURL: getenv("OUTBOX_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"),
+		NatsURL:     getenv("OUTBOX_TEST_NATS_URL", "nats://127.0.0.1:4222"),
+		Quick:       true,
+		Out:         testWriter{t, new([]byte)},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"drain": 10, "scale": 6}
+	got := map[string]int{}
+	for _, r := range rep.Results {
+		got[r.Workload]++
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("results per workload: %v, want %v", got, want)
+	}
+	ordered := 0
+	for _, r := range rep.Results {
+		if r.Workload == "drain" && r.Params["unordered"] == false {
+			ordered++
+			for _, m := range []string{"x_unordered", "x_js_sync", "x_plain", "x_db_limit", "relay_cpu_us"} {
+				if _, ok := r.Metrics[m]; !ok {
+					t.Errorf("%s: no %s in %v", r.Case, m, r.Metrics)
+				}
+			}
+			if _, ok := r.Metrics["pg_cpu_us"]; ok {
+				t.Errorf("%s: PostgreSQL's CPU measured for a drain on MySQL", r.Case)
+			}
+		}
+	}
+	if ordered != 2 {
+		t.Errorf("%d ordered drains, want 2 (quick mode's keys 1 and 1000)", ordered)
+	}
+	// The server's CPU is read from /proc where it runs on this machine.
+	var table bytes.Buffer
+	WriteTable(&table, rep)
+	for _, r := range rep.Results {
+		if _, ok := r.Metrics["mysql_cpu_us"]; ok && r.Workload == "drain" && !strings.Contains(table.String(), "| MySQL µs/ev |") {
+			t.Fatalf("the table has no MySQL CPU column:\n%s", table.String())
+		}
+	}
+	if _, err := Run(ctx, Options{DatabaseURL: o.DatabaseURL, NatsURL: o.NatsURL, Quick: true, Only: []string{"write"}, Out: io.Discard}); err == nil {
+		t.Error("the write workload ran on MySQL")
 	}
 }
 

@@ -85,10 +85,11 @@ func (r *runner) limits(ctx context.Context) error {
 	// Twice: unordered claims of unkeyed events (the index on due time) and
 	// ordered claims of events with 1,000 keys (the per-key index). The
 	// higher is the "DB limit" of the ratios.
+	db := e.dbName()
 	for _, c := range []struct {
 		name string
 		keys int
-	}{{"limit: PostgreSQL claim+delete, unordered, unkeyed", 0}, {"limit: PostgreSQL claim+delete, ordered, 1000 keys", keyCount}} {
+	}{{"limit: " + db + " claim+delete, unordered, unkeyed", 0}, {"limit: " + db + " claim+delete, ordered, 1000 keys", keyCount}} {
 		if err := e.seed(ctx, n, payloadSize, c.keys); err != nil {
 			return err
 		}
@@ -113,7 +114,7 @@ func claimLoop(ctx context.Context, e *env, n int, unordered bool) (time.Duratio
 	for range relay.DefaultWorkers {
 		wg.Go(func() {
 			for done.Load() < int64(n) {
-				b, err := e.store.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), Unordered: unordered, PerKey: relay.DefaultPerKey})
+				b, err := e.mainStore().Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), Unordered: unordered, PerKey: relay.DefaultPerKey})
 				if err != nil {
 					errc <- err
 					return
@@ -174,6 +175,9 @@ func (r *runner) drainOurs(ctx context.Context) error {
 	}
 	res.Workload, res.Case = "drain", "outbox relay, unordered, unkeyed events"
 	r.add(res)
+	if isMySQL(r.o.DatabaseURL) {
+		return r.plainBatchedMySQL(ctx)
+	}
 	return r.plainBatched(ctx)
 }
 
@@ -191,11 +195,7 @@ func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, ackDelay t
 	}
 	var rs []*relay.Relay
 	for range relays {
-		pool, err := e.extraPool(ctx, 0)
-		if err != nil {
-			return Result{}, err
-		}
-		s, err := newStore(pool, e)
+		s, err := e.relayStore(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -219,7 +219,7 @@ func (r *runner) drainRelay(ctx context.Context, n, keys, relays int, ackDelay t
 		return n
 	}
 	rss := startRSS()
-	cpu := startCPU()
+	cpu := e.startCPU()
 	start := time.Now()
 	for _, rl := range rs {
 		if err := rl.Start(ctx); err != nil {
@@ -404,4 +404,33 @@ func newStore(pool *pgxpool.Pool, e *env) (stores.Store, error) {
 		return nil, err
 	}
 	return db.Store(), nil
+}
+
+// relayStore is a store for one relay of a drain, on a pool of its own
+// (for MySQL, a database opened by URL as `outbox relay` opens it).
+func (e *env) relayStore(ctx context.Context) (stores.Store, error) {
+	if e.my != nil {
+		return e.my.open(ctx, e)
+	}
+	pool, err := e.extraPool(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(pool, e)
+}
+
+// mainStore is the store on e's own pool.
+func (e *env) mainStore() stores.Store {
+	if e.my != nil {
+		return e.my.store
+	}
+	return e.store
+}
+
+// dbName names e's database server for the limits' cases.
+func (e *env) dbName() string {
+	if e.my != nil {
+		return "MySQL"
+	}
+	return "PostgreSQL"
 }

@@ -25,15 +25,22 @@ import (
 // ErrUnreachable wraps the error of a service that does not answer.
 var ErrUnreachable = errors.New("service unreachable")
 
-// Ping checks that PostgreSQL and NATS JetStream answer.
+// Ping checks that the database (PostgreSQL, or MySQL/MariaDB for a
+// mysql:// URL) and NATS JetStream answer.
 func Ping(ctx context.Context, dbURL, natsURL string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return fmt.Errorf("%w: PostgreSQL at %s: %v", ErrUnreachable, dbURL, err)
+	if isMySQL(dbURL) {
+		if err := pingMySQL(ctx, dbURL); err != nil {
+			return fmt.Errorf("%w: MySQL at %s: %v", ErrUnreachable, dbURL, err)
+		}
+	} else {
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			return fmt.Errorf("%w: PostgreSQL at %s: %v", ErrUnreachable, dbURL, err)
+		}
+		_ = conn.Close(ctx)
 	}
-	_ = conn.Close(ctx)
 	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second))
 	if err != nil {
 		return fmt.Errorf("%w: NATS at %s: %v", ErrUnreachable, natsURL, err)
@@ -51,7 +58,11 @@ func Ping(ctx context.Context, dbURL, natsURL string) error {
 
 func machine(ctx context.Context, dbURL string) map[string]any {
 	m := map[string]any{"go": runtime.Version(), "cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH}
-	if conn, err := pgx.Connect(ctx, dbURL); err == nil {
+	if isMySQL(dbURL) {
+		if v, err := mysqlVersion(ctx, dbURL); err == nil {
+			m["mysql"] = v
+		}
+	} else if conn, err := pgx.Connect(ctx, dbURL); err == nil {
 		var v string
 		_ = conn.QueryRow(ctx, `SHOW server_version`).Scan(&v)
 		m["postgres"] = v
@@ -80,11 +91,14 @@ type env struct {
 	cfg    *postgres.Config
 	store  *postgres.Store
 	ob     *outbox.Outbox[pgx.Tx]
+	my     *myEnv // for a mysql:// URL, instead of the fields above
 	closes []func()
 }
 
 // newEnv creates a schema (with the outbox table migrated) and a stream
-// capturing name.> and name_wm (Watermill's dot-free subject).
+// capturing name.> and name_wm (Watermill's dot-free subject). For a
+// mysql:// URL it creates a database instead (see newMySQLEnv); pgcfg and
+// maxConns are PostgreSQL's.
 func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Config, maxConns int) (*env, error) {
 	e := &env{o: &r.o, name: uniqueName(prefix)}
 	ok := false
@@ -93,6 +107,16 @@ func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Conf
 			e.close()
 		}
 	}()
+	if isMySQL(r.o.DatabaseURL) {
+		if err := r.newMySQLEnv(ctx, e); err != nil {
+			return nil, err
+		}
+		if err := r.newStream(ctx, e); err != nil {
+			return nil, err
+		}
+		ok = true
+		return e, nil
+	}
 	pool, err := e.newPool(ctx, maxConns)
 	if err != nil {
 		return nil, err
@@ -123,13 +147,22 @@ func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Conf
 		return nil, err
 	}
 	e.ob = outbox.New(db, nil)
-
-	if e.nc, err = nats.Connect(r.o.NatsURL, nats.Name("outbox-bench")); err != nil {
+	if err := r.newStream(ctx, e); err != nil {
 		return nil, err
+	}
+	ok = true
+	return e, nil
+}
+
+// newStream connects e to NATS and creates its stream, deleted by close.
+func (r *runner) newStream(ctx context.Context, e *env) error {
+	var err error
+	if e.nc, err = nats.Connect(r.o.NatsURL, nats.Name("outbox-bench")); err != nil {
+		return err
 	}
 	e.closes = append(e.closes, e.nc.Close)
 	if e.js, err = jetstream.New(e.nc); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:       e.name,
@@ -137,7 +170,7 @@ func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Conf
 		Duplicates: natspub.DuplicateWindow,
 		Storage:    jetstream.FileStorage,
 	}); err != nil {
-		return nil, fmt.Errorf("create stream: %w", err)
+		return fmt.Errorf("create stream: %w", err)
 	}
 	e.closes = append(e.closes, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -146,8 +179,7 @@ func (r *runner) newEnv(ctx context.Context, prefix string, pgcfg *postgres.Conf
 			r.logf("  delete stream %s: %v", e.name, err)
 		}
 	})
-	ok = true
-	return e, nil
+	return nil
 }
 
 // newPool connects with search_path set to the env's schema (Watermill's
@@ -208,6 +240,9 @@ func (e *env) table() string { return `"` + e.name + `".messages` }
 // round robin, or no key when keys is 0) with one INSERT … SELECT, then
 // VACUUM ANALYZE. IDs are random UUIDs; seq orders them.
 func (e *env) seed(ctx context.Context, n, payload, keys int) error {
+	if e.my != nil {
+		return e.my.seed(ctx, n, payload, keys)
+	}
 	key := `''`
 	if keys > 0 {
 		key = fmt.Sprintf(`(g %% %d)::text`, keys)

@@ -34,6 +34,9 @@ func addRatios(rep *Report) {
 					base[k] = max(base[k], res.Metrics["events_per_s"])
 				}
 			}
+			if strings.HasPrefix(res.Case, "limit: MySQL claim+delete") {
+				base["x_db_limit"] = max(base["x_db_limit"], res.Metrics["events_per_s"])
+			}
 		}
 	}
 	latencyRatios(rep)
@@ -132,7 +135,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		if len(rows) == 0 {
 			continue
 		}
-		cols := columns[wl]
+		cols := dbColumns(columns[wl], rows)
 		fmt.Fprintf(w, "### %s\n\n| case |", titles[wl])
 		for _, c := range cols {
 			fmt.Fprintf(w, " %s |", c.title)
@@ -158,6 +161,23 @@ func WriteTable(w io.Writer, rep *Report) {
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "Failed: %s\n", strings.Join(rep.Failures, "; "))
 	}
+}
+
+// dbColumns returns cols with PostgreSQL's CPU column made MySQL's when
+// rows measured MySQL (a run on a mysql:// URL).
+func dbColumns(cols []column, rows []Result) []column {
+	for _, res := range rows {
+		if _, ok := res.Metrics["mysql_cpu_us"]; ok {
+			out := slices.Clone(cols)
+			for i, c := range out {
+				if c.metric == "pg_cpu_us" {
+					out[i] = column{"MySQL µs/ev", "mysql_cpu_us", c.format}
+				}
+			}
+			return out
+		}
+	}
+	return cols
 }
 
 func formatMetrics(m map[string]float64) string {

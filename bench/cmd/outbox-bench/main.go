@@ -1,6 +1,7 @@
 // Command outbox-bench runs the outbox benchmark suite on real PostgreSQL
-// and NATS JetStream and prints a table; with -out it also writes
-// results.json and SVG charts. See docs/benchmarks.md.
+// (or, for the limits, drain and scale workloads, MySQL/MariaDB: a
+// mysql:// -database-url) and NATS JetStream and prints a table; with -out
+// it also writes results.json and SVG charts. See docs/benchmarks.md.
 package main
 
 import (
@@ -20,7 +21,7 @@ import (
 func main() {
 	var o bench.Options
 	var only, keys, rates, cpuProfile string
-	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL")
+	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL, or mysql://user:pass@host:3306/db for MySQL/MariaDB (workloads "+strings.Join(bench.MySQLWorkloads, ",")+")")
 	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
 	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
 	flag.StringVar(&o.OutDir, "out", "", "directory for results.json and the SVG charts")
