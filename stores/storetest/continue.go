@@ -106,6 +106,31 @@ func testContinuationOutlivesItsBatch(t *testing.T, h Harness) {
 	}
 }
 
+// The relay claims a batch's continuation while the batch is published and
+// completed, so the continuation's claim may come after the batch
+// completed and a fresh claim took the key's next records. It must then
+// take nothing of the key: the records after the fresh claim's would go
+// out first.
+func testContinueAfterItsBatchCompleted(t *testing.T, h Harness) {
+	a := keyed("orders", "k1", 16, t0)
+	enqueue(t, h, a)
+	now := t0.Add(time.Hour)
+	p := stores.ClaimParams{Limit: 40, Now: now, PerKey: 4}
+	b1 := claimP(t, h.Store, p)
+	if !sameIDs(b1.Records(), a[:4]...) {
+		t.Fatalf("claim: got %v, want k1's first 4", ids(b1.Records()))
+	}
+	c := continuer(t, b1)
+	complete(t, b1, stores.Outcome{Now: now, Published: ids(b1.Records()), DeletePublished: true})
+	b2 := claimP(t, h.Store, p)
+	if !sameIDs(b2.Records(), a[4:8]...) {
+		t.Fatalf("fresh claim after the first batch completed: got %v, want k1's records 5 to 8", ids(b2.Records()))
+	}
+	if got := continueP(t, c, stores.ClaimParams{Limit: 40, Now: now, PerKey: 12}); got != nil && len(got.Records()) > 0 {
+		t.Fatalf("continuation claimed after a fresh claim took the key's next records: got %v, want none", ids(got.Records()))
+	}
+}
+
 // A continuation stops before a record that is not due, and before one
 // another batch holds, as a claim's run does.
 func testContinueStopsAtNotDue(t *testing.T, h Harness) {

@@ -67,6 +67,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"ContinueOnlyWhatCovers", testContinueOnlyWhatCovers},
 		{"ContinueNotAtATrickle", testContinueNotAtATrickle},
 		{"ContinuationOutlivesItsBatch", testContinuationOutlivesItsBatch},
+		{"ContinueAfterItsBatchCompleted", testContinueAfterItsBatchCompleted},
 		{"Unordered", testUnordered},
 		{"DeadLetterByHand", testDeadLetterByHand},
 		{"StatsDueScheduledRetrying", testStatsDueScheduledRetrying},
