@@ -27,6 +27,9 @@ import (
 type Options struct {
 	DatabaseURL string
 	NatsURL     string
+	// FastKeyRuns turns the NATS publisher's FastKeyRuns on (and lets
+	// the benchmark's streams take batches): nats-server 2.14 or later.
+	FastKeyRuns bool
 	Quick       bool
 	// Only, when non-empty, runs only these workloads (see Workloads).
 	Only []string

@@ -165,10 +165,11 @@ func (r *runner) newStream(ctx context.Context, e *env) error {
 		return err
 	}
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:       e.name,
-		Subjects:   []string{e.name + ".>", e.name + "_wm"},
-		Duplicates: natspub.DuplicateWindow,
-		Storage:    jetstream.FileStorage,
+		Name:              e.name,
+		Subjects:          []string{e.name + ".>", e.name + "_wm"},
+		Duplicates:        natspub.DuplicateWindow,
+		Storage:           jetstream.FileStorage,
+		AllowBatchPublish: r.o.FastKeyRuns,
 	}); err != nil {
 		return fmt.Errorf("create stream: %w", err)
 	}
@@ -217,9 +218,13 @@ func (e *env) extraPool(ctx context.Context, maxConns int) (*pgxpool.Pool, error
 
 // publisher returns our JetStream publisher on subjects name.<topic>.
 func (e *env) publisher() (*natspub.Publisher, error) {
-	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: e.o.NatsURL, SubjectPrefix: e.name})
+	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: e.o.NatsURL, SubjectPrefix: e.name, FastKeyRuns: e.o.FastKeyRuns})
 	if err != nil {
 		return nil, err
+	}
+	if e.o.FastKeyRuns && !p.KeepsKeyOrder() {
+		_ = p.Close()
+		return nil, fmt.Errorf("-fast-key-runs: the publisher cannot send fast-ingest batches to %s (nats-server 2.14 or later is needed)", e.o.NatsURL)
 	}
 	e.closes = append(e.closes, func() { _ = p.Close() })
 	return p, nil
