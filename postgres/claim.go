@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -34,8 +33,8 @@ import (
 // p.PerKey, the rest goes to the runs after the heads claimed (see
 // runsSQL), shared evenly among their keys: a claim that finds few keys
 // takes long runs of each, one that finds many takes their heads, and one
-// whose keys are too shallow to fill the batch walks on for more (see
-// claim). With p.Unordered, every due row of each key is claimable (see
+// whose keys are too shallow to fill the batch reads on along the index
+// for more (see claim and rangeSQL). With p.Unordered, every due row of each key is claimable (see
 // keyedUnorderedSQL), still walking keys round-robin. Each part runs along
 // an index of pending rows only.
 //
@@ -154,6 +153,16 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	// From the cursor to the last key, then from the first key up to the
 	// cursor, then unkeyed rows, then the runs after the heads: each step
 	// only if the batch is not full.
+	//
+	// An ordered claim holds s.walking until it has moved the cursor past
+	// what it took: a second worker of the relay starting from the same
+	// cursor meanwhile would walk the same keys, find every head held and
+	// walk on past them, which in a 200,000-event drain over 100,000 keys
+	// cost the database about as much as the claims themselves.
+	if !p.Unordered {
+		s.walking.Lock()
+		defer s.walking.Unlock()
+	}
 	cursor := s.cursor.Get()
 	limit := p.Limit
 	if !p.Unordered {
@@ -176,7 +185,6 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	walkFull := len(b.recs) == limit
 	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs))
 	runs := len(heads) > 0 && p.PerKey > 1
-	unkeyed := 0
 	if room := p.Limit - len(b.recs); room > 0 {
 		room = sqlkit.UnkeyedRoom(room, runs)
 		var pb pgx.Batch
@@ -189,7 +197,6 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if err != nil {
 			return err
 		}
-		unkeyed = len(b.recs) - len(heads)
 	}
 	if !runs {
 		return nil
@@ -209,58 +216,74 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		return nil
 	}
 	// The walk stopped at its limit and the runs behind its heads left
-	// room: many keys of a few events each. Walk on from the last key
-	// taken (never over a key this batch holds: locking a row it already
-	// holds would take it twice) for as many more keys as the room takes
-	// at the depth seen so far, and claim their runs.
+	// room: many keys of a few events each. Rather than walk on key by
+	// key, read on along the index from the last key taken (never over a
+	// key this batch holds: locking a row it already holds would take it
+	// twice), every key's rows in one range (see rangeSQL).
 	after := heads[len(heads)-1].rec.Key
-	for walks := 1; walks < maxWalks; walks++ {
+	for scans := 0; scans < maxScans; scans++ {
 		room := p.Limit - len(b.recs)
 		if room <= 0 {
 			break
 		}
-		depth := float64(len(b.recs)-unkeyed) / float64(len(heads))
-		n := min(room, max(1, int(math.Ceil(float64(room)/depth))))
-		var more []numbered
-		var pb pgx.Batch
-		keyed(&pb, wrapped, n, after, cursor)
-		err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
-			h, err := numbers.scan(r)
-			more = append(more, h)
-			return err
-		})
+		last, read, err := s.claimRange(ctx, tx, p.Now, b, wrapped, room, min(p.PerKey, room), after, cursor)
 		if err != nil {
 			return err
 		}
-		if len(more) == 0 {
-			break
+		if last == "" {
+			break // nothing after after
 		}
-		held := make(map[string]bool, len(heads))
-		for _, h := range heads {
-			held[h.rec.Key] = true
-		}
-		for i := range more {
-			if held[more[i].rec.Key] {
-				return fmt.Errorf("the key walk came back to key %q, whose head this claim holds", more[i].rec.Key)
-			}
-			b.add(&more[i])
-		}
-		heads, after = append(heads, more...), more[len(more)-1].rec.Key
-		s.cursor.Advance(cursor, len(more) == n, recordKeys(b.recs))
-		if room := p.Limit - len(b.recs); room > 0 {
-			if _, err := s.claimRuns(ctx, tx, p.Now, b, headEnds(more), sqlkit.RunLength(room, len(more), p.PerKey), room); err != nil {
-				return err
-			}
-		}
-		if len(more) < n {
-			break // the walk reached the last key
+		after = last
+		s.cursor.Advance(cursor, read == int64(room), recordKeys(b.recs))
+		if read < int64(room) {
+			break // the range reached the last key
 		}
 	}
 	return nil
 }
 
-// maxWalks bounds the key walks of one ordered claim (see claim).
-const maxWalks = 4
+// maxScans bounds the range scans of one ordered claim (see claim).
+const maxScans = 3
+
+// claimRange adds to b, of the first n index entries of pending keyed rows
+// after key after (and up to upTo, when bounded), each key's unbroken run
+// from its head, at most per rows of each (see rangeSQL and keepRuns). It
+// returns the last key it read and how many entries it read; none when it
+// took nothing (its keys' heads held by others, say), and the range then
+// ends.
+func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, bounded bool, n, per int, after, upTo string) (last string, read int64, err error) {
+	args := []any{now.UTC(), n, after, per}
+	if bounded {
+		args = append(args, upTo)
+	}
+	var pb pgx.Batch
+	pb.Queue(s.rangeSQL(bounded), args...)
+	sc := newRowScanner(withRank)
+	sc.dst = append(sc.dst, &last, &read)
+	var rows []numbered
+	at := map[string]int{}
+	if err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+		x, err := sc.scan(r)
+		if _, ok := at[x.rec.Key]; !ok {
+			at[x.rec.Key] = len(at)
+		}
+		rows = append(rows, x)
+		return err
+	}); err != nil {
+		return "", 0, err
+	}
+	held := make(map[string]bool, len(b.recs))
+	for i := range b.recs {
+		held[b.recs[i].Key] = true
+	}
+	for _, x := range keepRuns(rows, at, now) {
+		if held[x.rec.Key] {
+			return "", 0, fmt.Errorf("the range came back to key %q, whose rows this claim holds", x.rec.Key)
+		}
+		b.add(&x)
+	}
+	return last, read, nil
+}
 
 // headEnds returns the run ends of heads: each its key and seq.
 func headEnds(heads []numbered) []runEnd {
@@ -456,6 +479,36 @@ func (s *Store) keyedSQL(bounded bool) string {
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
 		FOR UPDATE SKIP LOCKED) m
 	LIMIT $2`
+}
+
+// rangeSQL claims, of the first $2 index entries of pending keyed rows
+// after key $3 (exclusive, and up to $5, inclusive, when bounded), each
+// key's first $4 rows, with their rank in their key (1 for its head) in
+// the statement's snapshot; keepRuns keeps each key's unbroken run from
+// its head, which must be due at $1. One range of the (key, seq) index
+// serves every key, so it suits many keys of a few rows each, where the
+// key walk (keyedSQL) pays a probe per key; a deep key costs it its every
+// entry up to $2.
+//
+// The range starts at a key's first entry (after key $3), so the first
+// row of each key it reads is the key's head in the snapshot, and ranks
+// count from there. Each row is locked where the range found it (its
+// ctid) with SKIP LOCKED; a head another batch holds is missing, and
+// keepRuns passes over its key, so no row is taken out of turn — the same
+// argument as runsSQL's, with the head taken here too. Every row also
+// carries the last key the range read and how many entries it read, for
+// the next range to start after it.
+func (s *Store) rangeSQL(bounded bool) string {
+	t := s.nm.table
+	upper := ""
+	if bounded {
+		upper = " AND key <= $5"
+	}
+	return `WITH r AS MATERIALIZED (SELECT ctid AS tid, key, row_number() OVER (PARTITION BY key ORDER BY seq) AS rank
+		FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT $2)
+	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, r.rank, (SELECT max(key) FROM r), (SELECT count(*) FROM r) FROM r
+	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = r.tid AND r.rank <= $4 AND m.status = 0
+		AND (r.rank > 1 OR m.available_at <= $1) FOR UPDATE SKIP LOCKED) m`
 }
 
 // runsSQL claims, for each key of $1 whose head (seq $2, same position)

@@ -149,6 +149,8 @@ func TestClaimGenericPlans(t *testing.T) {
 		{"ordered heads", s.keyedSQL(false), 3},
 		{"ordered heads, wrapped", s.keyedSQL(true), 4},
 		{"runs", s.runsSQL(), 3},
+		{"range", s.rangeSQL(false), 4},
+		{"range, wrapped", s.rangeSQL(true), 5},
 		{"unordered keyed claim", s.keyedUnorderedSQL(false), 3},
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), 4},
 		{"unkeyed claim", s.unkeyedSQL(), 2},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,9 @@ type Store struct {
 	nm     names
 	mig    *migrator
 	cursor sqlkit.KeyCursor
+	// walking is held by an ordered claim while it reads keys from the
+	// cursor, so that the next claim starts where it stopped (see claim).
+	walking sync.Mutex
 }
 
 var (

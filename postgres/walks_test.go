@@ -16,7 +16,7 @@ import (
 )
 
 // TestShallowKeysFillTheBatch: a claim whose key walk stops at its limit
-// with room left behind short runs (many keys of two events each) walks on
+// with room left behind short runs (many keys of two events each) reads on
 // for more keys until its batch is full, takes no event twice and each
 // key's events in order; and claims go on doing so until every event was
 // taken once.
