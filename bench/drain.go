@@ -175,9 +175,6 @@ func (r *runner) drainOurs(ctx context.Context) error {
 	}
 	res.Workload, res.Case = "drain", "outbox relay, unordered, unkeyed events"
 	r.add(res)
-	if isMySQL(r.o.DatabaseURL) {
-		return r.plainBatchedMySQL(ctx)
-	}
 	return r.plainBatched(ctx)
 }
 

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -20,7 +18,6 @@ import (
 	"github.com/outboxgo/outbox/backend"
 	"github.com/outboxgo/outbox/internal/cputime"
 	"github.com/outboxgo/outbox/mysql"
-	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -205,65 +202,12 @@ func pow10(i int) int {
 	return p
 }
 
-// plainBatchedMySQL is plainBatched on MySQL: each of two workers, in a
-// READ COMMITTED transaction, claims 1,000 due unkeyed rows of our table
-// with FOR UPDATE SKIP LOCKED along its pending index, publishes them all
-// async to JetStream with the event ID as Nats-Msg-Id, waits for every ack,
-// deletes them by primary key in one statement and commits, as the
-// store's Complete does.
-func (r *runner) plainBatchedMySQL(ctx context.Context) error {
-	n := r.o.DrainN
-	e, err := r.newEnv(ctx, "obb_plain", nil, 0)
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	if err := e.seed(ctx, n, payloadSize, 0); err != nil {
-		return err
-	}
-	var done atomic.Int64
-	rss := startRSS()
-	cpu := e.startCPU()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errc := make(chan error, relay.DefaultWorkers)
-	for range relay.DefaultWorkers {
-		wg.Go(func() {
-			for done.Load() < int64(n) {
-				got, err := plainBatchMySQL(ctx, e)
-				if err != nil {
-					errc <- err
-					return
-				}
-				if got == 0 {
-					if time.Since(start) > drainLimit {
-						errc <- fmt.Errorf("claimed nothing with %d of %d done", done.Load(), n)
-						return
-					}
-					time.Sleep(time.Millisecond) // the other worker holds the rest
-				}
-				done.Add(int64(got))
-			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
-	}
-	el := time.Since(start)
-	peak := rss.peakMiB()
-	metrics := cpu.perEvent(n)
-	if err := e.waitStream(ctx, n, time.Minute, nil); err != nil {
-		return err
-	}
-	r.add(Result{Workload: "drain", Case: "baseline: plain batched relay", Params: map[string]any{"n": n, "keys": 0, "batch": 1000, "workers": relay.DefaultWorkers},
-		Metrics: merge(metrics, map[string]float64{"events_per_s": float64(n) / el.Seconds(), "seconds": el.Seconds(), "peak_rss_mib": peak})})
-	return nil
-}
-
-// plainBatchMySQL is one claim → publish → delete → commit of
-// plainBatchedMySQL.
+// plainBatchMySQL is plainBatch on MySQL: in a READ COMMITTED
+// transaction, it claims 1,000 due unkeyed rows of our table with FOR
+// UPDATE SKIP LOCKED along its pending index, publishes them all async to
+// JetStream with the event ID as Nats-Msg-Id, waits for every ack, deletes
+// them by primary key in one statement and commits, as the store's
+// Complete does.
 func plainBatchMySQL(ctx context.Context, e *env) (int, error) {
 	tx, err := e.my.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {

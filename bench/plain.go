@@ -21,7 +21,8 @@ import (
 // the index of pending unkeyed rows, publishes all of them async to
 // JetStream with the event ID as Nats-Msg-Id and the key as a header, waits
 // for every ack, deletes them in one statement and commits. No per-key
-// order, no retries, no classification of failures.
+// order, no retries, no classification of failures. On MySQL each batch
+// is plainBatchMySQL.
 func (r *runner) plainBatched(ctx context.Context) error {
 	n := r.o.DrainN
 	e, err := r.newEnv(ctx, "obb_plain", nil, 0)
@@ -34,16 +35,20 @@ func (r *runner) plainBatched(ctx context.Context) error {
 	if err := e.seed(ctx, n, payloadSize, 0); err != nil {
 		return err
 	}
+	batch := plainBatch
+	if e.my != nil {
+		batch = plainBatchMySQL
+	}
 	var done atomic.Int64
 	rss := startRSS()
-	cpu := startCPU()
+	cpu := e.startCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errc := make(chan error, relay.DefaultWorkers)
 	for range relay.DefaultWorkers {
 		wg.Go(func() {
 			for done.Load() < int64(n) {
-				got, err := plainBatch(ctx, e)
+				got, err := batch(ctx, e)
 				if err != nil {
 					errc <- err
 					return

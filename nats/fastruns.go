@@ -64,10 +64,10 @@ func route(routes []fastRoute, subject string, cache map[string]int) int {
 type fastCall struct {
 	*call
 	s       *sender
-	nms     []*nats.Msg      // each message's NATS message (nil: failed before sending)
+	nms     []*nats.Msg        // each message's NATS message (nil: failed before sending)
 	dead    map[string]deadKey // keys whose message failed: their later messages fail too
-	slow    []int            // messages to send one at a time per key, after the batches
-	resends int              // batches sent again from a message the server ended them at without saying why
+	slow    []int              // messages to send one at a time per key, after the batches
+	resends int                // batches sent again from a message the server ended them at without saying why
 }
 
 // publishFast publishes the call with FastKeyRuns on: see the package
