@@ -15,7 +15,6 @@ import (
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	outboxnats "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/publishers"
-	"github.com/outboxgo/outbox/publishers/publishertest"
 )
 
 // newFastEnv is a private server (the nats-server the module requires,
@@ -261,48 +260,10 @@ func natstestStored(t *testing.T, js jetstream.JetStream, stream string, n int) 
 }
 
 // TestPublisherConformanceFastKeyRuns runs the publisher suite with
-// FastKeyRuns on, against private servers whose streams allow batch
-// publish.
+// FastKeyRuns on, against private servers whose streams (file streams,
+// which survive the restart of an outage) allow batch publish.
 func TestPublisherConformanceFastKeyRuns(t *testing.T) {
-	fastEnvOf := func(t *testing.T, srv *natstest.Server) publishertest.Env {
-		nc := srv.Connect(t)
-		js := natstest.JetStream(t, nc)
-		prefix, stream := "kr", "KR"
-		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
-			Storage: jetstream.FileStorage, AllowBatchPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
-			t.Fatal(err)
-		}
-		return publishertest.Env{
-			NewPublisher: func(t *testing.T) publishers.Publisher {
-				p := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix, FastKeyRuns: true})
-				if !p.KeepsKeyOrder() {
-					t.Fatal("KeepsKeyOrder is false")
-				}
-				return p
-			},
-			Topic: testTopic,
-			Dedup: true,
-			Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
-				return received(t, prefix, natstest.WaitForCount(t, js, stream, n, timeout))
-			},
-			MaxPayload: int(nc.MaxPayload()),
-		}
-	}
-	publishertest.Run(t, publishertest.Harness{
-		Setup: func(t *testing.T) publishertest.Env {
-			if r, ok := refusalOf(t); ok {
-				return r.env(t) // credentials: refused before any batch
-			}
-			return fastEnvOf(t, natstest.StartServer(t, ""))
-		},
-		Outage: func(t *testing.T) publishertest.Outage {
-			srv := natstest.StartServer(t, "")
-			return publishertest.Outage{
-				Env:   fastEnvOf(t, srv), // a file stream: it survives the restart
-				Stop:  func(*testing.T) { srv.Shutdown() },
-				Start: func(*testing.T) { srv.Start() },
-			}
-		},
-		Refusals: harness.Refusals,
-	})
+	runKeyRunsConformance(t, func(cfg *jetstream.StreamConfig, _ bool) {
+		cfg.Storage, cfg.AllowBatchPublish = jetstream.FileStorage, true
+	}, func(cfg *outboxnats.PublisherConfig) { cfg.FastKeyRuns = true })
 }

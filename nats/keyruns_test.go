@@ -284,17 +284,36 @@ func TestKeepsKeyOrderFalseWithoutAtomicPublish(t *testing.T) {
 // AtomicKeyRuns on, against private servers whose streams allow atomic
 // publish.
 func TestPublisherConformanceAtomicKeyRuns(t *testing.T) {
-	atomicEnvOf := func(t *testing.T, srv *natstest.Server, storage jetstream.StorageType) publishertest.Env {
+	runKeyRunsConformance(t, func(cfg *jetstream.StreamConfig, outage bool) {
+		cfg.AllowAtomicPublish = true
+		// Memory storage: every run of two or more goes as a batch; a
+		// file stream survives the restart of an outage.
+		cfg.Storage = jetstream.MemoryStorage
+		if outage {
+			cfg.Storage = jetstream.FileStorage
+		}
+	}, func(cfg *outboxnats.PublisherConfig) { cfg.AtomicKeyRuns = true })
+}
+
+// runKeyRunsConformance runs the publisher suite with a key-runs option on
+// (pub sets it), against private servers whose streams (stream sets them:
+// outage for the Outage case's) take its batches; the publisher must then
+// keep key order itself.
+func runKeyRunsConformance(t *testing.T, stream func(cfg *jetstream.StreamConfig, outage bool), pub func(*outboxnats.PublisherConfig)) {
+	envOf := func(t *testing.T, srv *natstest.Server, outage bool) publishertest.Env {
 		nc := srv.Connect(t)
 		js := natstest.JetStream(t, nc)
-		prefix, stream := "kr", "KR"
-		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ".>"},
-			Storage: storage, AllowAtomicPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
+		prefix, name := "kr", "KR"
+		cfg := jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Duplicates: outboxnats.DuplicateWindow}
+		stream(&cfg, outage)
+		if _, err := js.CreateStream(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
 		return publishertest.Env{
 			NewPublisher: func(t *testing.T) publishers.Publisher {
-				p := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix, AtomicKeyRuns: true})
+				pc := &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix}
+				pub(pc)
+				p := newPublisher(t, pc)
 				if !p.KeepsKeyOrder() {
 					t.Fatal("KeepsKeyOrder is false")
 				}
@@ -303,7 +322,7 @@ func TestPublisherConformanceAtomicKeyRuns(t *testing.T) {
 			Topic: testTopic,
 			Dedup: true,
 			Read: func(t *testing.T, n int, timeout time.Duration) []publishertest.Received {
-				return received(t, prefix, natstest.WaitForCount(t, js, stream, n, timeout))
+				return received(t, prefix, natstest.WaitForCount(t, js, name, n, timeout))
 			},
 			MaxPayload: int(nc.MaxPayload()),
 		}
@@ -313,13 +332,12 @@ func TestPublisherConformanceAtomicKeyRuns(t *testing.T) {
 			if r, ok := refusalOf(t); ok {
 				return r.env(t) // credentials: refused before any batch
 			}
-			// Memory storage: every run of two or more goes as a batch.
-			return atomicEnvOf(t, natstest.StartServer(t, ""), jetstream.MemoryStorage)
+			return envOf(t, natstest.StartServer(t, ""), false)
 		},
 		Outage: func(t *testing.T) publishertest.Outage {
 			srv := natstest.StartServer(t, "")
 			return publishertest.Outage{
-				Env:   atomicEnvOf(t, srv, jetstream.FileStorage), // survives the restart
+				Env:   envOf(t, srv, true),
 				Stop:  func(*testing.T) { srv.Shutdown() },
 				Start: func(*testing.T) { srv.Start() },
 			}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 )
 
 // TestClaimPlansWithoutStatistics: claims stay on their indexes while the
@@ -21,14 +19,7 @@ import (
 // LockRows, that is, between the table and the rows it locks.
 func TestClaimPlansWithoutStatistics(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, db := migrated(t)
 	s := db.Store()
 	table := s.nm.table
 	if _, err := pool.Exec(ctx, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`); err != nil {
@@ -123,14 +114,7 @@ func (n planNode) sortUnderLock(path []string, locked bool) string {
 // between the table and the rows locked.
 func TestClaimGenericPlans(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, db := migrated(t)
 	s := db.Store()
 	table := s.nm.table
 	relation := strings.Trim(table[strings.LastIndexByte(table, '.')+1:], `"`)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
@@ -20,14 +21,7 @@ import (
 // back afterwards, for the completion.
 func TestHandlersPlanAsTheSessionDoes(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, db := migrated(t)
 	ob := outbox.New(db, nil)
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Key: "k1", Payload: []byte("{}")})
@@ -82,4 +76,19 @@ func TestHandlersPlanAsTheSessionDoes(t *testing.T) {
 	if err := b.Complete(ctx, stores.Outcome{Now: time.Now(), Published: []uuid.UUID{b.Records()[0].ID}, DeletePublished: true}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// migrated returns the test's pool and a DB on a schema of its own,
+// migrated.
+func migrated(t *testing.T) (*pgxpool.Pool, *DB) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return pool, db
 }
