@@ -28,10 +28,23 @@ func TestSubscriberConformance(t *testing.T) {
 		// The outage cases run on subscriptions without message ordering:
 		// the emulator holds an ordering key whose message's ack was lost
 		// with a cut connection for minutes, past the suite's timeouts.
+		//
+		// And the outage holds the connections (a stall) rather than
+		// closing them: the emulator (0.8.20) cannot take a cut streaming
+		// pull. Its handler of a reset stream fails (NoSuchMethodError in
+		// onRstStreamRead, in its log), so it keeps the dead stream and
+		// goes on delivering to it; each message it sends there is lost
+		// for the ack deadline, and the later message of the Outage case
+		// came 10 s to more than 3 minutes late (CI, under load). A stall
+		// still makes Pub/Sub unreachable while the handler commits, and
+		// its acknowledgement late; Pub/Sub itself handles a cut stream,
+		// and the client reconnects by itself (the publisher's outage
+		// case cuts).
 		Outage: func(t *testing.T) subscribertest.Outage {
 			px := tcpproxy.Start(t, emulatorHost())
 			e := newSubEnv(t, []option.ClientOption{option.WithEndpoint(px.Addr)}, false)
-			return subscribertest.Outage{Env: e.env(), Cut: px.Cut, Restore: px.Restore}
+			return subscribertest.Outage{Env: e.env(),
+				Cut: func() { px.Stall(true) }, Restore: func(testing.TB) { px.Stall(false) }}
 		},
 		// With message ordering on (as here), a key's messages are handled
 		// one at a time: the suite's concurrency case, whose messages

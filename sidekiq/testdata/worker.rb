@@ -5,7 +5,11 @@
 #
 #   REDIS_URL=redis://127.0.0.1:6379/0 SIDEKIQ_NAMESPACE=ns DATABASE_URL=… \
 #     sidekiq -r ./testdata/worker.rb -q QUEUE -c 2
-require "digest"
+# digest/sha2 itself, loaded before Sidekiq starts its threads: "digest"
+# alone loads Digest::SHA256 on first use, and two job threads doing that at
+# once fail with "Digest::Base cannot be directly inherited in Ruby" (seen
+# in CI).
+require "digest/sha2"
 require_relative "idempotent_job"
 
 Sidekiq.configure_server do |config|

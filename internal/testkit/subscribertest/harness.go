@@ -114,9 +114,11 @@ type Env struct {
 type Outage struct {
 	Env
 	// Cut closes every connection of the subscribers New made and refuses
-	// new ones; Publish, Held and DeadLetters may fail until Restore.
+	// new ones — or, where the broker's test server cannot take a cut
+	// connection, holds them, forwarding nothing (the harness says why);
+	// Publish, Held and DeadLetters may fail until Restore.
 	Cut func()
-	// Restore accepts connections again.
+	// Restore accepts connections again, or lets them go on.
 	Restore func(t testing.TB)
 }
 
