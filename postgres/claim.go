@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
@@ -28,8 +29,10 @@ import (
 // so a key never has two rows in flight from two batches and never one out
 // of turn, and with p.PerKey at most a quarter of p.Limit keys at first
 // (see sqlkit.HeadLimit). Keys are visited round-robin from where the last
-// claim stopped, so no key starves. Unkeyed rows then take up to half the
-// room left (all of it without p.PerKey), by due time; then, with
+// claim stopped, so no key starves. Unkeyed rows take up to half the room
+// the heads left (all of it without p.PerKey), by due time — with
+// p.PerKey, half of what the most heads leave in the walk's round trip,
+// and the rest of their share after it only if that much was found; then, with
 // p.PerKey, the rest goes to the runs after the heads claimed (see
 // runsSQL), shared evenly among their keys: a claim that finds few keys
 // takes long runs of each, one that finds many takes their heads, and one
@@ -41,13 +44,12 @@ import (
 // Every statement of the claim is planned once per connection, and its
 // plan suits any state of the table: see plannerSettings.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
-	tx, err := s.pool.Begin(ctx)
+	b, err := s.begin(ctx)
 	if err != nil {
 		return nil, wrap("claim", err)
 	}
-	b := &batch{s: s, tx: tx}
-	if err := s.claim(ctx, tx, p, b); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+	if err := s.claim(ctx, b.tx, p, b); err != nil {
+		_ = b.Abort(ctx)
 		return nil, wrap("claim", err)
 	}
 	if len(b.recs) == 0 {
@@ -119,82 +121,81 @@ const (
 func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch) error {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
-	var heads []numbered // the keyed heads claimed and their seqs, ordered mode
-	// keyed queues the keyed claim of up to limit rows of the keys after
-	// after (and up to upTo, when bounded).
-	keyed := func(pb *pgx.Batch, bounded bool, limit int, after, upTo string) {
-		args := []any{now, limit, after}
-		if bounded {
-			args = append(args, upTo)
-		}
-		if p.Unordered {
-			pb.Queue(s.keyedUnorderedSQL(bounded), args...)
-		} else {
-			pb.Queue(s.keyedSQL(bounded), args...)
-		}
+	if p.Unordered {
+		return s.claimUnordered(ctx, tx, p, b, timeout)
 	}
-	records, numbers := newRowScanner(recordOnly), newRowScanner(withSeq)
-	collect := func(pb *pgx.Batch, skip int) error {
-		if p.Unordered {
-			return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
-				x, err := records.scan(r)
-				b.add(&x)
-				return err
-			})
-		}
-		return run(ctx, tx, pb, skip, func(r pgx.Rows) error {
-			h, err := numbers.scan(r)
-			b.add(&h)
-			heads = append(heads, h)
-			return err
-		})
+	var last numbered // the last unkeyed row claimed
+	unkeyedRows := newRowScanner(withSeq)
+	addUnkeyed := func(_ int, r pgx.Rows) error {
+		x, err := unkeyedRows.scan(r)
+		b.add(&x)
+		last = x
+		return err
 	}
 
-	// From the cursor to the last key, then from the first key up to the
-	// cursor, then unkeyed rows, then the runs after the heads: each step
-	// only if the batch is not full.
+	// The heads of keys, from the cursor on and around; unkeyed rows, in
+	// the same round trip when runs leave them room whatever the walk
+	// finds; then the runs after the heads: each step only if the batch is
+	// not full.
 	//
-	// An ordered claim holds s.walking until it has moved the cursor past
-	// what it took: a second worker of the relay starting from the same
-	// cursor meanwhile would walk the same keys, find every head held and
-	// walk on past them, which in a 200,000-event drain over 100,000 keys
-	// cost the database about as much as the claims themselves.
-	if !p.Unordered {
-		s.walking.Lock()
-		defer s.walking.Unlock()
-	}
+	// The claim holds s.walking until it has moved the cursor past what it
+	// took: a second worker of the relay starting from the same cursor
+	// meanwhile would walk the same keys, find every head held and walk on
+	// past them, which in a 200,000-event drain over 100,000 keys cost the
+	// database about as much as the claims themselves.
+	s.walking.Lock()
+	defer s.walking.Unlock()
 	cursor := s.cursor.Get()
-	limit := p.Limit
-	if !p.Unordered {
-		limit = sqlkit.HeadLimit(p.Limit, p.PerKey)
+	limit := sqlkit.HeadLimit(p.Limit, p.PerKey)
+	// With runs, the unkeyed rows' share is at least half of what the most
+	// heads leave, so that much is claimed alongside the walk: a claim at
+	// a trickle takes one round trip, not two.
+	early := 0
+	if p.PerKey > 1 {
+		early = sqlkit.UnkeyedRoom(p.Limit-limit, true)
 	}
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
-	keyed(&pb, false, limit, cursor, "")
-	if err := collect(&pb, 1); err != nil {
+	pb.Queue(s.keyedSQL(), now, limit, cursor)
+	if early > 0 {
+		pb.Queue(s.unkeyedSQL(false), now, early)
+	}
+	var heads []numbered // the heads claimed, their seqs, and which walk found them
+	numbers := newRowScanner(withRank)
+	got := 0 // unkeyed rows claimed
+	err := run(ctx, tx, &pb, 1, func(q int, r pgx.Rows) error {
+		if q == 2 {
+			got++
+			return addUnkeyed(q, r)
+		}
+		h, err := numbers.scan(r)
+		b.add(&h)
+		heads = append(heads, h)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	wrapped := len(b.recs) < limit && cursor != ""
-	if wrapped {
-		var pb pgx.Batch
-		keyed(&pb, true, limit-len(b.recs), "", cursor)
-		if err := collect(&pb, 0); err != nil {
-			return err
-		}
+	// The second walk ran: the batch has wrapped around the cursor.
+	wrapped := cursor != "" && len(heads) < limit
+	for _, h := range heads {
+		wrapped = wrapped || h.rank == 1
 	}
-	walkFull := len(b.recs) == limit
-	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs))
+	walkFull := len(heads) == limit
+	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs[:len(heads)]))
 	runs := len(heads) > 0 && p.PerKey > 1
-	if room := p.Limit - len(b.recs); room > 0 {
-		room = sqlkit.UnkeyedRoom(room, runs)
+	// The unkeyed rows' whole share, as if claimed after the walk: more
+	// when the walk took fewer heads than it could, all the room without
+	// runs. The rows already claimed are passed over by their place in
+	// the index: SKIP LOCKED skips only the rows other transactions hold.
+	if share := sqlkit.UnkeyedRoom(p.Limit-len(heads), runs); share > got && (early == 0 || got == early) {
 		var pb pgx.Batch
-		pb.Queue(s.unkeyedSQL(), now, room)
-		err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
-			x, err := records.scan(r)
-			b.add(&x)
-			return err
-		})
-		if err != nil {
+		if got == 0 {
+			pb.Queue(s.unkeyedSQL(false), now, share)
+		} else {
+			pb.Queue(s.unkeyedSQL(true), now, share-got, last.available, last.n)
+		}
+		if err := run(ctx, tx, &pb, 0, addUnkeyed); err != nil {
 			return err
 		}
 	}
@@ -242,6 +243,44 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	return nil
 }
 
+// claimUnordered is claim with p.Unordered: every due row of each key,
+// from the cursor to the last key, then from the first key up to the
+// cursor, then unkeyed rows; each step only if the batch is not full.
+func (s *Store) claimUnordered(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, timeout string) error {
+	now := p.Now.UTC()
+	records, unkeyed := newRowScanner(recordOnly), newRowScanner(withSeq)
+	each := func(_ int, r pgx.Rows) error {
+		x, err := records.scan(r)
+		b.add(&x)
+		return err
+	}
+	cursor := s.cursor.Get()
+	var pb pgx.Batch
+	pb.Queue(claimSettingsSQL, timeout)
+	pb.Queue(s.keyedUnorderedSQL(false), now, p.Limit, cursor)
+	if err := run(ctx, tx, &pb, 1, each); err != nil {
+		return err
+	}
+	if len(b.recs) < p.Limit && cursor != "" {
+		var pb pgx.Batch
+		pb.Queue(s.keyedUnorderedSQL(true), now, p.Limit-len(b.recs), "", cursor)
+		if err := run(ctx, tx, &pb, 0, each); err != nil {
+			return err
+		}
+	}
+	s.cursor.Advance(cursor, len(b.recs) == p.Limit, recordKeys(b.recs))
+	if room := p.Limit - len(b.recs); room > 0 {
+		var pb pgx.Batch
+		pb.Queue(s.unkeyedSQL(false), now, room)
+		return run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
+			x, err := unkeyed.scan(r)
+			b.add(&x)
+			return err
+		})
+	}
+	return nil
+}
+
 // maxScans bounds the range scans of one ordered claim (see claim).
 const maxScans = 3
 
@@ -262,7 +301,7 @@ func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *bat
 	sc.dst = append(sc.dst, &last, &read)
 	var rows []numbered
 	at := map[string]int{}
-	if err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+	if err := run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
 		x, err := sc.scan(r)
 		if _, ok := at[x.rec.Key]; !ok {
 			at[x.rec.Key] = len(at)
@@ -317,7 +356,7 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	pb.Queue(s.runsSQL(), keys, seqs, per)
 	rows := make([]numbered, 0, min(len(ends)*per, room+per))
 	sc := newRowScanner(withRank)
-	err := run(ctx, tx, &pb, 0, func(r pgx.Rows) error {
+	err := run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
 		x, err := sc.scan(r)
 		rows = append(rows, x)
 		return err
@@ -345,8 +384,8 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 }
 
 // run sends pb and calls each for every row of every query in it but the
-// first skip (settings).
-func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(pgx.Rows) error) error {
+// first skip (settings), with the query's index in pb.
+func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(q int, r pgx.Rows) error) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
 		if i < skip {
@@ -362,7 +401,7 @@ func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(pgx.
 			return err
 		}
 		for rows.Next() {
-			if err := each(rows); err != nil {
+			if err := each(i, rows); err != nil {
 				rows.Close()
 				_ = br.Close()
 				return err
@@ -447,13 +486,18 @@ func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
 }
 
 // keyedSQL claims the heads of keys, visiting keys in order from $3
-// (exclusive) and, when bounded, up to $4 (inclusive), and returns each
-// head's seq after its columns. A recursive CTE skips from key to key along
-// the (key, seq) index of pending keyed rows, one probe per key: the first
-// entry after key k is the next key's lowest seq, its head. So the cost is
-// per key visited, not per pending row; the query stops as soon as $2
-// heads are locked. Each head is locked where the walk found it (its
-// ctid), without a second probe of an index.
+// (exclusive) to the last one, then from the first up to $3 (inclusive),
+// and returns after each head's columns its seq and which walk found it (0
+// the first, 1 the second). A recursive CTE skips
+// from key to key along the (key, seq) index of pending keyed rows, one
+// probe per key: the first entry after key k is the next key's lowest
+// seq, its head. So the cost is per key visited, not per pending row; the
+// query stops as soon as $2 heads are locked, and the second walk, from
+// the first key, runs only if the first one ran out of keys first (a
+// LIMIT over UNION ALL reads its branches in turn, as far as it needs):
+// one round trip, where a claim that wrapped around used to take two.
+// Each head is locked where the walk found it (its ctid), without a
+// second probe of an index.
 //
 // A head is locked with SKIP LOCKED: a head another batch holds is in
 // flight, and its key is passed over. A later row of that key is never a
@@ -462,22 +506,24 @@ func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
 // the head meanwhile, locking the now-changed row re-checks it (status,
 // due time) against its latest version, so a head that was published,
 // deleted or rescheduled is not taken either.
-func (s *Store) keyedSQL(bounded bool) string {
+func (s *Store) keyedSQL() string {
 	t := s.nm.table
-	upper := ""
-	if bounded {
-		upper = " AND key <= $4"
-	}
-	return `WITH RECURSIVE keys(key, tid) AS (
-		(SELECT key, ctid FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT 1)
+	walk := func(name, lower, upper string) string {
+		return name + `(key, tid) AS (
+		(SELECT key, ctid FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > ` + lower + upper + ` ORDER BY key, seq LIMIT 1)
 		UNION ALL
-		SELECT n.key, n.ctid FROM keys k CROSS JOIN LATERAL (
+		SELECT n.key, n.ctid FROM ` + name + ` k CROSS JOIN LATERAL (
 			SELECT n.key, n.ctid FROM ` + t + ` n WHERE n.status = 0 AND n.key <> '' AND n.key > k.key` + upper + `
 			ORDER BY n.key, n.seq LIMIT 1) n
-	)
-	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq FROM keys k
+	)`
+	}
+	heads := func(walk, second string) string {
+		return `(SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, ` + second + `::bigint FROM ` + walk + ` k
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
-		FOR UPDATE SKIP LOCKED) m
+		FOR UPDATE SKIP LOCKED) m)`
+	}
+	return `WITH RECURSIVE ` + walk("after", "$3", "") + `, ` + walk("upto", "''", " AND key <= $3") + `
+	` + heads("after", "0") + ` UNION ALL ` + heads("upto", "1") + `
 	LIMIT $2`
 }
 
@@ -554,9 +600,16 @@ func (s *Store) keyedUnorderedSQL(bounded bool) string {
 }
 
 // unkeyedSQL claims up to $2 unkeyed rows due at $1, by due time, along the
-// (available_at, seq) index of pending unkeyed rows.
-func (s *Store) unkeyedSQL() string {
-	return `SELECT ` + recordCols + `, ctid FROM ` + s.nm.table + ` WHERE status = 0 AND key = '' AND available_at <= $1
+// (available_at, seq) index of pending unkeyed rows, and returns each
+// one's seq after its columns; after, those after ($3, $4) in the index:
+// the due time and seq of the last row an earlier statement of the claim
+// took.
+func (s *Store) unkeyedSQL(after bool) string {
+	cond := ""
+	if after {
+		cond = ` AND (available_at, seq) > ($3, $4)`
+	}
+	return `SELECT ` + recordCols + `, ctid, seq FROM ` + s.nm.table + ` WHERE status = 0 AND key = '' AND available_at <= $1` + cond + `
 	ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
 
@@ -578,7 +631,8 @@ func recordKeys(recs []stores.Record) []string {
 
 type batch struct {
 	s    *Store
-	tx   pgx.Tx // nil once ended
+	conn *pgxpool.Conn // the transaction's connection, the batch's until it ends
+	tx   pgx.Tx        // nil once ended
 	recs []stores.Record
 	tids []pgtype.TID // each record's row, where the claim locked it
 
@@ -588,13 +642,51 @@ type batch struct {
 
 func (b *batch) Records() []stores.Record { return b.recs }
 
+// begin opens a batch's transaction on a connection the batch holds until
+// it ends, rather than through the pool's Begin: so that Complete can
+// commit in the round trip of its statements and then hand the connection
+// back itself.
+func (s *Store) begin(ctx context.Context) (*batch, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		conn.Release()
+		return nil, err
+	}
+	return &batch{s: s, conn: conn, tx: tx}, nil
+}
+
+// end rolls back the batch's transaction unless committed, and hands its
+// connection back to the pool, which closes a connection still in a
+// transaction (one whose rollback failed) rather than reuse it.
+func (b *batch) end(ctx context.Context, committed bool) error {
+	var err error
+	if !committed {
+		err = b.tx.Rollback(context.WithoutCancel(ctx))
+		if errors.Is(err, pgx.ErrTxClosed) {
+			err = nil
+		}
+	}
+	b.tx = nil
+	b.conn.Release()
+	b.conn = nil
+	return err
+}
+
 // add adds x's record to the batch.
 func (b *batch) add(x *numbered) {
 	b.recs, b.tids = append(b.recs, x.rec), append(b.tids, x.tid)
 }
 
-// Complete applies o in one round trip (one statement per kind of outcome)
-// and commits.
+// Complete applies o and commits in one round trip: one statement per kind
+// of outcome, then COMMIT in the same pipeline. (Through pgx's Commit, the
+// COMMIT was a round trip of its own, which a relay claiming back to back
+// waits for before its next claim.) The transaction pgx opened is then
+// over, unknown to pgx's Tx, which the batch drops with its connection
+// (see end).
 func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 	if b.tx == nil {
 		if len(o.Published)+len(o.Retry)+len(o.Dead) == 0 {
@@ -602,10 +694,6 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 		}
 		return errClosedBatch
 	}
-	tx := b.tx
-	b.tx = nil
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
-
 	s := b.s
 	var pb pgx.Batch
 	if len(o.Published) > 0 {
@@ -633,15 +721,33 @@ func (b *batch) Complete(ctx context.Context, o stores.Outcome) error {
 		ids, errs, _ := failureArrays(o.Dead)
 		pb.Queue(s.deadSQL(), ids, errs)
 	}
-	if pb.Len() > 0 {
-		if err := tx.SendBatch(ctx, &pb).Close(); err != nil {
-			return wrap("complete", err)
-		}
+	pb.Queue(`COMMIT`)
+	err := commitBatch(b.tx.SendBatch(ctx, &pb), pb.Len())
+	if endErr := b.end(ctx, err == nil); err == nil {
+		err = endErr
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err != nil {
 		return wrap("complete", err)
 	}
 	return nil
+}
+
+// commitBatch reads the n results of a batch whose last statement is
+// COMMIT, and closes it. A transaction that had failed answers COMMIT with
+// ROLLBACK: an error, as pgx's Commit makes it.
+func commitBatch(br pgx.BatchResults, n int) error {
+	for i := range n {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		if i == n-1 && tag.String() == "ROLLBACK" {
+			_ = br.Close()
+			return pgx.ErrTxCommitRollback
+		}
+	}
+	return br.Close()
 }
 
 // The statements of Complete: $1 the events' IDs, and for markPublishedSQL
@@ -708,9 +814,7 @@ func (b *batch) Abort(ctx context.Context) error {
 	if b.tx == nil {
 		return nil
 	}
-	tx := b.tx
-	b.tx = nil
-	if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+	if err := b.end(ctx, false); err != nil {
 		return wrap("abort", err)
 	}
 	return nil

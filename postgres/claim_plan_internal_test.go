@@ -47,8 +47,9 @@ func TestClaimPlansWithoutStatistics(t *testing.T) {
 	}{
 		{"unordered keyed claim", s.keyedUnorderedSQL(false), []any{now, 1000, "k3"}},
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), []any{now, 1000, "", "k3"}},
-		{"unkeyed claim", s.unkeyedSQL(), []any{now, 500}},
-		{"ordered keyed claim", s.keyedSQL(false), []any{now, 250, "k3"}},
+		{"unkeyed claim", s.unkeyedSQL(false), []any{now, 500}},
+		{"unkeyed claim, after", s.unkeyedSQL(true), []any{now, 500, now.Add(-time.Hour), 10}},
+		{"ordered keyed claim", s.keyedSQL(), []any{now, 250, "k3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := pool.Begin(ctx)
@@ -130,14 +131,14 @@ func TestClaimGenericPlans(t *testing.T) {
 		sql    string
 		params int
 	}{
-		{"ordered heads", s.keyedSQL(false), 3},
-		{"ordered heads, wrapped", s.keyedSQL(true), 4},
+		{"ordered heads", s.keyedSQL(), 3},
 		{"runs", s.runsSQL(), 3},
 		{"range", s.rangeSQL(false), 4},
 		{"range, wrapped", s.rangeSQL(true), 5},
 		{"unordered keyed claim", s.keyedUnorderedSQL(false), 3},
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), 4},
-		{"unkeyed claim", s.unkeyedSQL(), 2},
+		{"unkeyed claim", s.unkeyedSQL(false), 2},
+		{"unkeyed claim, after", s.unkeyedSQL(true), 4},
 		{"delete published", s.deletePublishedSQL(), 1},
 		{"delete the rows published", s.deleteRowsSQL(), 1},
 		{"mark the rows published", s.markRowsSQL(), 2},

@@ -35,18 +35,17 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		// or take the one a fresh claim or a completion needs.
 		return nil, nil
 	}
-	tx, err := s.pool.Begin(ctx)
+	next, err := s.begin(ctx)
 	if err != nil {
 		return nil, wrap("continue", err)
 	}
-	next := &batch{s: s, tx: tx}
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
-	_, err = tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
+	_, err = next.tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
 	if err == nil {
-		next.ends, err = s.claimRuns(ctx, tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit)
+		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit)
 	}
 	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		_ = next.Abort(ctx)
 		return nil, wrap("continue", err)
 	}
 	if len(next.recs) == 0 {

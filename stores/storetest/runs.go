@@ -181,3 +181,40 @@ func testOrderedRunsConcurrentRelays(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// An ordered claim with runs fills its batch from what is due: unkeyed
+// records alone, or a key's run and unkeyed records together, each kind in
+// its order. (PostgreSQL claims part of the unkeyed records in the round
+// trip of its key walk and the rest of their share after it: a draft took
+// the first part's records twice, since SKIP LOCKED does not skip the rows
+// a transaction holds itself.)
+func testOrderedRunsFillTheBatch(t *testing.T, h Harness) {
+	u := msgs("orders", 12)
+	enqueue(t, h, u)
+	now := t0.Add(time.Hour)
+	p := stores.ClaimParams{Limit: 8, Now: now, PerKey: 4}
+	b := claimP(t, h.Store, p)
+	if !sameIDs(b.Records(), u[:8]...) {
+		t.Fatalf("unkeyed records only: got %v, want the first 8", ids(b.Records()))
+	}
+	complete(t, b, stores.Outcome{Now: now, Published: ids(b.Records()), DeletePublished: true})
+
+	a := keyed("orders", "k1", 6, t0.Add(time.Millisecond))
+	enqueue(t, h, a)
+	b = claimP(t, h.Store, p)
+	var gotKeyed, gotUnkeyed []stores.Record
+	for _, r := range b.Records() {
+		if r.Key == "" {
+			gotUnkeyed = append(gotUnkeyed, r)
+		} else {
+			gotKeyed = append(gotKeyed, r)
+		}
+	}
+	if len(b.Records()) != 8 || len(gotKeyed) == 0 || len(gotUnkeyed) == 0 {
+		t.Fatalf("a key of 6 and 4 unkeyed records: got %v, want 8, some of each", ids(b.Records()))
+	}
+	if !sameIDs(gotKeyed, a[:len(gotKeyed)]...) || !sameIDs(gotUnkeyed, u[8:8+len(gotUnkeyed)]...) {
+		t.Fatalf("got %v, want k1's first records and the oldest unkeyed ones", ids(b.Records()))
+	}
+	checkKeyOrder(t, b.Records(), map[string][]outbox.Message{"k1": a})
+}

@@ -62,6 +62,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"OrderedRunStopsAtNotDue", testOrderedRunStopsAtNotDue},
 		{"OrderedRunNeverPassesAHeldRecord", testOrderedRunNeverPassesAHeldRecord},
 		{"OrderedRunsConcurrentRelays", testOrderedRunsConcurrentRelays},
+		{"OrderedRunsFillTheBatch", testOrderedRunsFillTheBatch},
 		{"ContinueFollowsRuns", testContinueFollowsRuns},
 		{"ContinueStopsAtNotDue", testContinueStopsAtNotDue},
 		{"ContinueOnlyWhatCovers", testContinueOnlyWhatCovers},
