@@ -124,14 +124,8 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if p.Unordered {
 		return s.claimUnordered(ctx, tx, p, b, timeout)
 	}
-	var last numbered // the last unkeyed row claimed
-	unkeyedRows := newRowScanner(withSeq)
-	addUnkeyed := func(_ int, r pgx.Rows) error {
-		x, err := unkeyedRows.scan(r)
-		b.add(&x)
-		last = x
-		return err
-	}
+	unkeyedRows := newRowScanner(withSeq) // holds the last unkeyed row claimed
+	addUnkeyed := b.adder(unkeyedRows)
 
 	// The heads of keys, from the cursor on and around; unkeyed rows, in
 	// the same round trip when runs leave them room whatever the walk
@@ -162,10 +156,8 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	}
 	var heads []numbered // the heads claimed, their seqs, and which walk found them
 	numbers := newRowScanner(withRank)
-	got := 0 // unkeyed rows claimed
 	err := run(ctx, tx, &pb, 1, func(q int, r pgx.Rows) error {
 		if q == 2 {
-			got++
 			return addUnkeyed(q, r)
 		}
 		h, err := numbers.scan(r)
@@ -176,6 +168,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if err != nil {
 		return err
 	}
+	got := len(b.recs) - len(heads) // unkeyed rows claimed
 	// The second walk ran: the batch has wrapped around the cursor.
 	wrapped := cursor != "" && len(heads) < limit
 	for _, h := range heads {
@@ -193,6 +186,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if got == 0 {
 			pb.Queue(s.unkeyedSQL(false), now, share)
 		} else {
+			last := &unkeyedRows.x
 			pb.Queue(s.unkeyedSQL(true), now, share-got, last.available, last.n)
 		}
 		if err := run(ctx, tx, &pb, 0, addUnkeyed); err != nil {
@@ -248,12 +242,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 // cursor, then unkeyed rows; each step only if the batch is not full.
 func (s *Store) claimUnordered(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, timeout string) error {
 	now := p.Now.UTC()
-	records, unkeyed := newRowScanner(recordOnly), newRowScanner(withSeq)
-	each := func(_ int, r pgx.Rows) error {
-		x, err := records.scan(r)
-		b.add(&x)
-		return err
-	}
+	each := b.adder(newRowScanner(recordOnly))
 	cursor := s.cursor.Get()
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
@@ -272,11 +261,7 @@ func (s *Store) claimUnordered(ctx context.Context, tx pgx.Tx, p stores.ClaimPar
 	if room := p.Limit - len(b.recs); room > 0 {
 		var pb pgx.Batch
 		pb.Queue(s.unkeyedSQL(false), now, room)
-		return run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
-			x, err := unkeyed.scan(r)
-			b.add(&x)
-			return err
-		})
+		return run(ctx, tx, &pb, 0, b.adder(newRowScanner(withSeq)))
 	}
 	return nil
 }
@@ -679,6 +664,16 @@ func (b *batch) end(ctx context.Context, committed bool) error {
 // add adds x's record to the batch.
 func (b *batch) add(x *numbered) {
 	b.recs, b.tids = append(b.recs, x.rec), append(b.tids, x.tid)
+}
+
+// adder returns a callback for run that scans each row with sc and adds
+// it to the batch; sc then holds the last row added.
+func (b *batch) adder(sc *rowScanner) func(int, pgx.Rows) error {
+	return func(_ int, r pgx.Rows) error {
+		x, err := sc.scan(r)
+		b.add(&x)
+		return err
+	}
 }
 
 // Complete applies o and commits in one round trip: one statement per kind
