@@ -6,12 +6,16 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/cputime"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/postgres"
+	"github.com/outboxgo/outbox/stores"
 )
 
 // BenchmarkWritePath measures what the outbox costs the writer: commits/s of
@@ -90,4 +94,54 @@ func BenchmarkWritePath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkTrickleClaim measures what a relay woken for one event pays the
+// database: each op commits one keyed event (one of 1,000 keys), then
+// claims it the way the relay's ordered claim does (a batch of 1,000, runs
+// of up to 1,000) and completes it (deleted). It reports the claim's
+// and the completion's time per op (the enqueue is not timed) and
+// PostgreSQL's CPU per op, enqueue included (every postgres process of
+// the machine: run it on an otherwise idle server).
+//
+//	go test -run '^$' -bench TrickleClaim -benchtime 2000x ./postgres/
+func BenchmarkTrickleClaim(b *testing.B) {
+	pool := pgtest.Pool(b)
+	ctx := context.Background()
+	db, err := postgres.New(pool, &postgres.Config{Schema: pgtest.Schema(b, pool), DisableNotify: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ob := outbox.New(db, nil)
+	s := db.Store()
+	payload := make([]byte, 200)
+	var claimed time.Duration
+	pg := cputime.Proc("postgres")
+	n := 0
+	for b.Loop() {
+		n++
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return ob.Enqueue(ctx, tx, outbox.Message{Topic: "orders", Key: fmt.Sprint(n % 1000), Type: "T", Payload: payload})
+		}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		batch, err := s.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now(), PerKey: 1000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs := batch.Records()
+		if len(recs) != 1 {
+			b.Fatalf("claimed %d events, want 1", len(recs))
+		}
+		if err := batch.Complete(ctx, stores.Outcome{Now: time.Now(), Published: []uuid.UUID{recs[0].ID}, DeletePublished: true}); err != nil {
+			b.Fatal(err)
+		}
+		claimed += time.Since(start)
+	}
+	b.ReportMetric(float64(claimed.Microseconds())/float64(n), "claim+complete-µs/op")
+	b.ReportMetric(float64((cputime.Proc("postgres")-pg).Microseconds())/float64(n), "pg-cpu-µs/op")
 }

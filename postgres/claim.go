@@ -33,8 +33,10 @@ import (
 // the heads left (all of it without p.PerKey), by due time — with
 // p.PerKey, half of what the most heads leave in the walk's round trip,
 // and the rest of their share after it only if that much was found; then, with
-// p.PerKey, the rest goes to the runs after the heads claimed (see
-// runsSQL), shared evenly among their keys: a claim that finds few keys
+// p.PerKey, the rest goes to the runs after the heads claimed — the first
+// event of each in the walk's own statement (see keyedSQL), the rest of
+// the runs of keys that have more after it (see runsSQL), shared evenly
+// among their keys: a claim that finds few keys
 // takes long runs of each, one that finds many takes their heads, and one
 // whose keys are too shallow to fill the batch reads on along the index
 // for more (see claim and rangeSQL). With p.Unordered, every due row of each key is claimable (see
@@ -142,27 +144,42 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	cursor := s.cursor.Get()
 	limit := sqlkit.HeadLimit(p.Limit, p.PerKey)
 	// With runs, the unkeyed rows' share is at least half of what the most
-	// heads leave, so that much is claimed alongside the walk: a claim at
-	// a trickle takes one round trip, not two.
-	early := 0
+	// heads leave, so that much is claimed alongside the walk, and so is
+	// the first run of each head (see keyedSQL) as long as the most heads'
+	// runs fit beside that: a claim at a trickle takes one round trip, not
+	// three.
+	early, first := 0, 0
 	if p.PerKey > 1 {
 		early = sqlkit.UnkeyedRoom(p.Limit-limit, true)
+		first = min(p.PerKey-1, (p.Limit-limit-early)/limit)
 	}
 	var pb pgx.Batch
 	pb.Queue(claimSettingsSQL, timeout)
-	pb.Queue(s.keyedSQL(), now, limit, cursor)
+	if first > 0 {
+		pb.Queue(s.keyedSQL(true), now, limit, cursor, first)
+	} else {
+		pb.Queue(s.keyedSQL(false), now, limit, cursor)
+	}
 	if early > 0 {
 		pb.Queue(s.unkeyedSQL(false), now, early)
 	}
-	var heads []numbered // the heads claimed, their seqs, and which walk found them
+	var heads []numbered  // the heads claimed, their seqs, and which walk found them
+	var firsts []numbered // the rows of their first runs, ranked after their heads
 	numbers := newRowScanner(withRank)
+	if first > 0 {
+		numbers = newRowScanner(withMore)
+	}
 	err := run(ctx, tx, &pb, 1, func(q int, r pgx.Rows) error {
 		if q == 2 {
 			return addUnkeyed(q, r)
 		}
-		h, err := numbers.scan(r)
-		b.add(&h)
-		heads = append(heads, h)
+		x, err := numbers.scan(r)
+		if x.rank > 0 {
+			firsts = append(firsts, x)
+			return err
+		}
+		b.add(&x)
+		heads = append(heads, x)
 		return err
 	})
 	if err != nil {
@@ -172,16 +189,24 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	// The second walk ran: the batch has wrapped around the cursor.
 	wrapped := cursor != "" && len(heads) < limit
 	for _, h := range heads {
-		wrapped = wrapped || h.rank == 1
+		wrapped = wrapped || h.rank < 0
 	}
 	walkFull := len(heads) == limit
 	s.cursor.Advance(cursor, walkFull, recordKeys(b.recs[:len(heads)]))
 	runs := len(heads) > 0 && p.PerKey > 1
+	ends := headEnds(heads)
+	at := make(map[string]int, len(ends))
+	for i, e := range ends {
+		at[e.key] = i
+	}
+	firsts = keepRuns(firsts, at, p.Now)
 	// The unkeyed rows' whole share, as if claimed after the walk: more
 	// when the walk took fewer heads than it could, all the room without
-	// runs. The rows already claimed are passed over by their place in
-	// the index: SKIP LOCKED skips only the rows other transactions hold.
-	if share := sqlkit.UnkeyedRoom(p.Limit-len(heads), runs); share > got && (early == 0 || got == early) {
+	// runs (and never past the batch's limit with the first runs). The
+	// rows already claimed are passed over by their place in the index:
+	// SKIP LOCKED skips only the rows other transactions hold.
+	share := min(sqlkit.UnkeyedRoom(p.Limit-len(heads), runs), p.Limit-len(heads)-len(firsts))
+	if share > got && (early == 0 || got == early) {
 		var pb pgx.Batch
 		if got == 0 {
 			pb.Queue(s.unkeyedSQL(false), now, share)
@@ -196,13 +221,32 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if !runs {
 		return nil
 	}
+	// The first runs, then the rest of the runs of the keys whose first
+	// run came full (the others have no more rows due and free).
+	taken := make([]int, len(ends))
+	more := make([]bool, len(ends))
+	for _, x := range firsts {
+		b.add(&x)
+		i := at[x.rec.Key]
+		ends[i].seq = x.n
+		taken[i]++
+		more[i] = x.more
+	}
+	full := ends[:0]
+	for i, e := range ends {
+		if first == 0 || taken[i] == first && more[i] {
+			full = append(full, e)
+		}
+	}
+	ends = full
 	room := p.Limit - len(b.recs)
 	if room <= 0 {
 		return nil
 	}
-	ends, err := s.claimRuns(ctx, tx, p.Now, b, headEnds(heads), sqlkit.RunLength(room, len(heads), p.PerKey), room)
-	if err != nil {
-		return err
+	if per := sqlkit.RunLength(room, max(1, len(ends)), p.PerKey-first); len(ends) > 0 && per > 0 {
+		if ends, err = s.claimRuns(ctx, tx, p.Now, b, ends, per, room); err != nil {
+			return err
+		}
 	}
 	if !walkFull {
 		// Every key due and free was reached: the batch may be continued
@@ -409,14 +453,16 @@ type numbered struct {
 	tid       pgtype.TID // the row's ctid
 	n         int64      // seq
 	rank      int64      // runsSQL: the row's rank after its key's head
+	more      bool       // keyedSQL with runs: its key has rows after its first run
 }
 
 // The columns a rowScanner reads: recordCols and the row's ctid, then the
-// seq, then a run's rank.
+// seq, then a run's rank, then whether its key has more rows.
 const (
 	recordOnly = iota
 	withSeq
 	withRank
+	withMore
 )
 
 // rowScanner scans the rows of a claim's statements into one value it
@@ -431,7 +477,7 @@ func newRowScanner(cols int) *rowScanner {
 	s := &rowScanner{}
 	x := &s.x
 	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
-		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.tid, &x.n, &x.rank}[:11+cols]
+		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.tid, &x.n, &x.rank, &x.more}[:11+cols]
 	return s
 }
 
@@ -473,7 +519,7 @@ func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
 // keyedSQL claims the heads of keys, visiting keys in order from $3
 // (exclusive) to the last one, then from the first up to $3 (inclusive),
 // and returns after each head's columns its seq and which walk found it (0
-// the first, 1 the second). A recursive CTE skips
+// the first, -1 the second). A recursive CTE skips
 // from key to key along the (key, seq) index of pending keyed rows, one
 // probe per key: the first entry after key k is the next key's lowest
 // seq, its head. So the cost is per key visited, not per pending row; the
@@ -491,7 +537,16 @@ func keepRuns(rows []numbered, at map[string]int, now time.Time) []numbered {
 // the head meanwhile, locking the now-changed row re-checks it (status,
 // due time) against its latest version, so a head that was published,
 // deleted or rescheduled is not taken either.
-func (s *Store) keyedSQL() string {
+//
+// With runs, the statement also claims each locked head's first run: up
+// to $4 of the key's pending rows right after it, ranked 1, 2 … as
+// runsSQL ranks them (and locked the same way, for the same reasons), so
+// that a claim of a few events — a trickle, where a key rarely has a
+// second one — is one round trip, not two. Every row then ends with
+// whether the key has more rows after its first run in the statement's
+// snapshot (one more index entry read): the runs' statement (claimRuns)
+// follows only for keys whose first run came full with more behind it.
+func (s *Store) keyedSQL(runs bool) string {
 	t := s.nm.table
 	walk := func(name, lower, upper string) string {
 		return name + `(key, tid) AS (
@@ -507,9 +562,23 @@ func (s *Store) keyedSQL() string {
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
 		FOR UPDATE SKIP LOCKED) m)`
 	}
-	return `WITH RECURSIVE ` + walk("after", "$3", "") + `, ` + walk("upto", "''", " AND key <= $3") + `
-	` + heads("after", "0") + ` UNION ALL ` + heads("upto", "1") + `
+	walks := `WITH RECURSIVE ` + walk("after", "$3", "") + `, ` + walk("upto", "''", " AND key <= $3")
+	if !runs {
+		return walks + `
+	` + heads("after", "0") + ` UNION ALL ` + heads("upto", "-1") + `
 	LIMIT $2`
+	}
+	return walks + `, h(id, topic, key, type, payload, headers, created_at, available_at, attempts, last_error, rowid, seq, rank) AS MATERIALIZED (
+	` + heads("after", "0") + ` UNION ALL ` + heads("upto", "-1") + `
+	LIMIT $2)
+	SELECT *, false FROM h
+	UNION ALL
+	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank, run.found > $4 FROM h
+	CROSS JOIN LATERAL (SELECT tid, rank, count(*) OVER () AS found FROM (
+		SELECT r.ctid AS tid, row_number() OVER (ORDER BY r.seq) AS rank FROM ` + t + ` r
+		WHERE r.key = h.key AND r.key <> '' AND r.status = 0 AND r.seq > h.seq ORDER BY r.seq LIMIT $4 + 1) r) run
+	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND run.rank <= $4 AND m.status = 0
+		FOR UPDATE SKIP LOCKED) m`
 }
 
 // rangeSQL claims, of the first $2 index entries of pending keyed rows

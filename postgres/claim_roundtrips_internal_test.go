@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/testkit/pgtest"
+	"github.com/outboxgo/outbox/stores"
+)
+
+// roundTrips counts the statements and pipelines a pool's connections
+// send: each is one round trip to the server.
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestTrickleClaimRoundTrips: an ordered claim that finds a few events, a
+// key's head with nothing behind it and an unkeyed event, takes BEGIN and
+// one pipeline: the heads, the first event of each head's run and the
+// unkeyed events in one round trip (see keyedSQL). A key with more events
+// behind its head than its first run took costs one more, for the rest of
+// its run, claimed in order.
+func TestTrickleClaimRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	pgtest.Pool(t) // skips, or fails under CI, without PostgreSQL
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rt roundTrips
+	cfg.ConnConfig.Tracer = &rt
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ob := outbox.New(db, nil)
+	seq := 0
+	enqueue := func(keys ...string) {
+		t.Helper()
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for _, k := range keys {
+				seq++
+				m := outbox.Message{Topic: "orders", Key: k, Payload: []byte(k + "#" + strconv.Itoa(seq))}
+				if err := ob.Enqueue(ctx, tx, m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := db.Store()
+	claim := func(want []string, trips int64) {
+		t.Helper()
+		rt.n.Store(0)
+		b, err := s.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now().Add(time.Second), PerKey: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := rt.n.Load()
+		var got []string
+		last := map[string]int{}
+		for _, r := range b.Records() {
+			p := string(r.Payload)
+			got = append(got, p)
+			n, _ := strconv.Atoi(p[strings.IndexByte(p, '#')+1:])
+			if n < last[r.Key] {
+				t.Errorf("claimed %s after #%d of its key", p, last[r.Key])
+			}
+			last[r.Key] = n
+		}
+		if err := b.Abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("claimed %q, want %q", got, want)
+		}
+		if n != trips {
+			t.Errorf("the claim took %d round trips, want %d", n, trips)
+		}
+	}
+
+	enqueue("k1", "")
+	claim([]string{"#2", "k1#1"}, 2)
+	enqueue("k1", "k2")
+	claim([]string{"#2", "k1#1", "k1#3", "k2#4"}, 2) // k1's head and its first run, k2's head
+	enqueue("k1", "k1")
+	claim([]string{"#2", "k1#1", "k1#3", "k1#5", "k1#6", "k2#4"}, 3)
+}
