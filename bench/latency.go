@@ -30,7 +30,10 @@ const schedHeader = "Bench-Sched"
 // relay (handListen), the reference; ours with LISTEN/NOTIFY wake-ups on;
 // off (NOTIFY off as well) with the default 1s poll; off with a 100ms poll.
 // Each cell also reports PostgreSQL's CPU per event (writers and relay
-// together), and ours their ratios to the reference at the same rate.
+// together), and ours their ratios to the reference at the same rate, and
+// the writers' share of the latency: scheduled send → Commit() returned
+// (commit_p50_ms, commit_p99_ms); what is left of the p50 is the relay's
+// and the broker's.
 func (r *runner) latency(ctx context.Context) error {
 	modes := []latencyMode{{name: "hand-written LISTEN/NOTIFY relay (reference)", hand: true, listen: true},
 		{name: "LISTEN/NOTIFY", listen: true}, {name: "polling 1s (default)", poll: time.Second}, {name: "polling 100ms", poll: 100 * time.Millisecond}}
@@ -135,6 +138,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 	}
 
 	payload := make([]byte, payloadSize)
+	commits := make([]time.Duration, 0, n) // scheduled send → Commit() returned
 	jobs := make(chan time.Time, n)
 	var wg sync.WaitGroup
 	var werr atomic.Value
@@ -147,7 +151,12 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 				})
 				if err != nil {
 					werr.CompareAndSwap(nil, err)
+					continue
 				}
+				d := time.Since(t)
+				mu.Lock()
+				commits = append(commits, d)
+				mu.Unlock()
 			}
 		})
 	}
@@ -181,6 +190,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 	res := Result{Workload: "latency",
 		Params: map[string]any{"rate": rate, "reference": m.hand, "listen": m.listen, "poll_ms": m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
 		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
+			"commit_p50_ms": pct(commits, 50), "commit_p99_ms": pct(commits, 99),
 			"committed_per_s": float64(n) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
 	if pg > 0 {
 		res.Metrics["pg_cpu_us"] = pg
