@@ -223,14 +223,10 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	}
 	// The first runs, then the rest of the runs of the keys whose first
 	// run came full (the others have no more rows due and free).
-	taken := make([]int, len(ends))
+	taken := b.addRuns(firsts, ends, at)
 	more := make([]bool, len(ends))
 	for _, x := range firsts {
-		b.add(&x)
-		i := at[x.rec.Key]
-		ends[i].seq = x.n
-		taken[i]++
-		more[i] = x.more
+		more[at[x.rec.Key]] = x.more
 	}
 	full := ends[:0]
 	for i, e := range ends {
@@ -396,13 +392,7 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	// The last key's run may be cut short: still a run. The rows left out
 	// stay locked, untouched, until the batch ends.
 	kept := keepRuns(rows, at, now)
-	taken := make([]int, len(ends))
-	for _, x := range kept[:min(len(kept), room)] {
-		b.add(&x)
-		i := at[x.rec.Key]
-		ends[i].seq = x.n
-		taken[i]++
-	}
+	taken := b.addRuns(kept[:min(len(kept), room)], ends, at)
 	full := ends[:0]
 	for i, e := range ends {
 		if taken[i] == per {
@@ -410,6 +400,20 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 		}
 	}
 	return full, nil
+}
+
+// addRuns adds to b the rows of runs, kept by keepRuns, moves each key's
+// end (at its index in at) to its last row added, and returns how many
+// rows each key took.
+func (b *batch) addRuns(runs []numbered, ends []runEnd, at map[string]int) []int {
+	taken := make([]int, len(ends))
+	for _, x := range runs {
+		b.add(&x)
+		i := at[x.rec.Key]
+		ends[i].seq = x.n
+		taken[i]++
+	}
+	return taken
 }
 
 // run sends pb and calls each for every row of every query in it but the
