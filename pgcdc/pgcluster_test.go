@@ -21,6 +21,7 @@ type pgCluster struct {
 	bin, dir, data string
 	port           int
 	runAs          string // "" or the user to run the server as
+	opts           string // the server's options (port, socket directory, settings)
 }
 
 // pgBinDir finds PostgreSQL's server binaries: OUTBOX_PG_BIN, or the
@@ -83,8 +84,8 @@ func startCluster() (*pgCluster, func(), error) {
 		_ = os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=64 -c wal_sender_timeout=60s", port, dir)
-	if out, err := c.run("pg_ctl", "-D", c.data, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
+	c.opts = fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=64 -c wal_sender_timeout=60s", port, dir)
+	if out, err := c.run("pg_ctl", "-D", c.data, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-o", c.opts, "start"); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("pg_ctl start: %v: %s", err, out)
 	}

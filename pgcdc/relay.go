@@ -42,6 +42,9 @@ type Relay struct {
 	hard    context.CancelFunc
 	done    chan struct{}
 	active  atomic.Bool // the relay holds the slot and streams
+	// shutdownSeen: the server is shutting down while the stream cannot
+	// confirm what it was sent; the session lets go (see shutdownWatch).
+	shutdownSeen atomic.Bool
 
 	stats counters
 }
@@ -119,6 +122,7 @@ func (r *Relay) Start(ctx context.Context) error {
 	wg.Go(func() { r.eng.dispatch(inner) })
 	wg.Go(func() { r.marker(inner) })
 	wg.Go(func() { r.sweeper(inner) })
+	wg.Go(func() { r.shutdownWatch(inner) })
 	if r.cfg.HeartbeatInterval > 0 {
 		wg.Go(func() { r.heartbeat(inner) })
 	}

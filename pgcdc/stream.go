@@ -49,6 +49,11 @@ func (r *Relay) run(ctx context.Context) {
 			failures++
 			r.stats.restarts.Add(1)
 			wait = r.cfg.OutageBackoff.Delay(failures)
+			if errors.Is(err, errServerShutdown) {
+				r.log.Warn("let go of the stream so that PostgreSQL can shut down; streaming again from the slot's confirmed position "+
+					"once the server is back (the unconfirmed events are sent again)", "slot", r.cfg.Slot, "retry_in", wait.Round(time.Millisecond), "reason", err)
+				break
+			}
 			lvl := "stream failed; reconnecting"
 			if errors.Is(err, ErrSlotLost) {
 				lvl = "the replication slot was invalidated: drop and recreate it (pending rows stay in the table in mark mode; drain them with the polling relay)"
@@ -98,6 +103,7 @@ func (r *Relay) session(ctx context.Context) error {
 		return fmt.Errorf("start replication: %w", err)
 	}
 	r.eng.reset(ctx, confirmed)
+	r.shutdownSeen.Store(false)
 	r.active.Store(true)
 	r.log.Info("streaming", "slot", r.cfg.Slot, "from", confirmed.String())
 	s := &stream{r: r, conn: conn, rels: map[uint32]*relation{}, types: pgtype.NewMap(), sent: confirmed}
@@ -135,9 +141,16 @@ func (s *stream) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if r.shutdownSeen.Load() {
+			return errServerShutdown
+		}
 		e.mu.Lock()
 		stopping := r.stopping()
-		canRead := (!stopping || s.cur != nil) && e.events < r.cfg.Window && e.outages == 0
+		// While the broker is down the stream waits, unless the window is
+		// empty: the breaker probes the broker with an event, and after a
+		// reconnection (the window dropped) it would otherwise wait for
+		// one forever.
+		canRead := (!stopping || s.cur != nil) && e.events < r.cfg.Window && (e.outages == 0 || e.events == 0)
 		drained := stopping && len(e.txns) == 0 && s.cur == nil
 		confirm, ch := e.confirmable, e.changed
 		e.mu.Unlock()

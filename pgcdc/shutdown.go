@@ -1,0 +1,72 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errServerShutdown ends a streaming session whose server is shutting down
+// while the relay holds events it cannot confirm.
+var errServerShutdown = errors.New("PostgreSQL is shutting down and the relay cannot confirm what it was sent " +
+	"(the broker is down, or a key is blocked): let go of the stream so that the server can stop")
+
+// shutdownWatch lets a server shut down while the relay is stuck.
+//
+// A fast (or smart) shutdown of PostgreSQL waits for every walsender's
+// client to confirm all the WAL it was sent, up to the shutdown
+// checkpoint; until then the server refuses every new connection. A relay
+// whose broker is down, or whose oldest unconfirmed event is a blocked
+// key's, confirms nothing; its status updates keep the walsender from
+// timing out, so the server — and the application on it — would stay
+// "shutting down" until the broker came back. So while the relay holds
+// unconfirmed transactions and its confirmed position has not moved for a
+// status interval, it asks the server, on an ordinary connection, whether
+// it is shutting down (SQLSTATE 57P01 for a session it ends, 57P03 for a
+// new one); if it is, the stream lets go. The next session resumes from
+// the slot's confirmed position: the events after it are sent again with
+// their IDs, nothing is lost. A relay that does progress is never asked:
+// it confirms everything and the walsender ends on its own.
+func (r *Relay) shutdownWatch(ctx context.Context) {
+	e := r.eng
+	lastEpoch, lastAt := -1, pglogrepl.LSN(0)
+	for r.sleep(ctx, r.cfg.StatusInterval) {
+		if !r.active.Load() || r.shutdownSeen.Load() {
+			lastEpoch = -1
+			continue
+		}
+		e.mu.Lock()
+		pending, epoch, at := len(e.txns) > 0, e.epoch, e.confirmable
+		e.mu.Unlock()
+		stuck := pending && epoch == lastEpoch && at == lastAt
+		lastEpoch, lastAt = epoch, at
+		if !stuck {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := r.pool.Exec(cctx, `SELECT 1`)
+		cancel()
+		if isShutdown(err) {
+			r.shutdownSeen.Store(true)
+			e.mu.Lock()
+			e.notify()
+			e.mu.Unlock()
+		}
+	}
+}
+
+// isShutdown reports whether err says the server is shutting down.
+func isShutdown(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return true
+	}
+	return false
+}
