@@ -40,15 +40,16 @@ func (l tlog) Write(p []byte) (int, error) {
 // cluster, a slot and publication of its own, a private NATS server and a
 // stream of its own.
 type env struct {
-	t      testing.TB
-	pool   *pgxpool.Pool
-	db     *postgres.DB
-	name   string // schema, slot and publication
-	table  string
-	nats   *natstest.Server
-	js     jetstream.JetStream
-	stream string
-	prefix string
+	t       testing.TB
+	cluster *pgCluster // the package's, or a test's own
+	pool    *pgxpool.Pool
+	db      *postgres.DB
+	name    string // schema, slot and publication
+	table   string
+	nats    *natstest.Server
+	js      jetstream.JetStream
+	stream  string
+	prefix  string
 }
 
 func newEnv(t testing.TB) *env {
@@ -56,7 +57,7 @@ func newEnv(t testing.TB) *env {
 	if cluster == nil {
 		testenv.Unreachable(t, "a private PostgreSQL cluster (initdb)", clusterErr)
 	}
-	e := &env{t: t, name: fmt.Sprintf("cdc_%d", seq.Add(1))}
+	e := &env{t: t, cluster: cluster, name: fmt.Sprintf("cdc_%d", seq.Add(1))}
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, cluster.url(e.name))
 	if err != nil {
@@ -94,7 +95,7 @@ func newEnv(t testing.TB) *env {
 func (e *env) config() *pgcdc.Config {
 	return &pgcdc.Config{
 		Logger:     slog.New(slog.NewTextHandler(tlog{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		ConnString: cluster.url(e.name + "_relay"), Schema: e.name, Slot: e.name, Publication: e.name,
+		ConnString: e.cluster.url(e.name + "_relay"), Schema: e.name, Slot: e.name, Publication: e.name,
 		StatusInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
 		MarkInterval: 5 * time.Millisecond, StandbyRetry: 200 * time.Millisecond,
 		RetryBackoff:  outbox.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond},

@@ -3,7 +3,6 @@ package pgcdc_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/testenv"
-	"github.com/outboxgo/outbox/pgcdc"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/publishers"
 )
@@ -74,12 +72,12 @@ func TestFastShutdownWhileStuck(t *testing.T) {
 }
 
 func testFastShutdownWhileStuck(t *testing.T, fail error) {
-	w := &env{t: t}
 	c, stop, err := startCluster()
 	if err != nil {
 		testenv.Unreachable(t, "a private PostgreSQL cluster (initdb, pg_ctl) to shut down", err)
 	}
 	t.Cleanup(stop)
+	w := &env{t: t, cluster: c, name: "shutdown"}
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, c.url("shutdown_test"))
 	if err != nil {
@@ -95,39 +93,10 @@ func testFastShutdownWhileStuck(t *testing.T, fail error) {
 	}
 	pub := &refusingPublisher{err: fail}
 	pub.down.Store(true)
-	cfg := &pgcdc.Config{
-		Logger:     slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		ConnString: c.url("shutdown_relay"), Schema: "shutdown", Slot: "shutdown", Publication: "shutdown",
-		StatusInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
-		MarkInterval: 5 * time.Millisecond, StandbyRetry: 200 * time.Millisecond,
-		RetryBackoff:  outbox.Backoff{Min: 20 * time.Millisecond, Max: 100 * time.Millisecond},
-		OutageBackoff: outbox.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-	}
-	r, err := pgcdc.New(cfg, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = r.Stop(sctx)
-	})
-	w.waitFor("the relay streams", 30*time.Second, r.Active)
-
+	w.pool, w.db, w.table = pool, db, "shutdown.messages"
+	w.start(w.config(), pub)
 	m := msg("k")
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.InsertTx(ctx, tx, []outbox.Message{m}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w.insert(false, m)
 	w.waitFor("the relay stuck on the event", 30*time.Second, func() bool { return pub.tries.Load() >= 2 })
 
 	// Without the relay letting go, this waits for the broker to take
@@ -138,6 +107,7 @@ func testFastShutdownWhileStuck(t *testing.T, fail error) {
 	if out, err := c.run("pg_ctl", "-D", c.data, "-l", c.dir+"/server.log", "-w", "-t", "60", "-o", c.opts, "start"); err != nil {
 		t.Fatalf("start again: %v: %s", err, out)
 	}
+	pool.Reset() // its sessions ended with the server
 	pub.down.Store(false)
 	w.waitFor("the held event published after the restart", 60*time.Second, func() bool {
 		for _, id := range pub.ackedIDs() {
@@ -147,9 +117,5 @@ func testFastShutdownWhileStuck(t *testing.T, fail error) {
 		}
 		return false
 	})
-	// Published rows are deleted (no Retention): the table empties.
-	w.waitFor("the event's row deleted", 30*time.Second, func() bool {
-		var n int
-		return pool.QueryRow(ctx, `SELECT count(*) FROM shutdown.messages`).Scan(&n) == nil && n == 0
-	})
+	w.waitFor("the event's row done", 30*time.Second, func() bool { return w.count(0) == 0 })
 }
