@@ -381,7 +381,8 @@ func runCDCFaults(t *testing.T, db *pgDatabase, br *natsBroker) {
 	tbl.row("broker outages", c.outages.Load())
 	tbl.row("proxy stalls / drops / cuts", fmt.Sprintf("%d / %d / %d", c.proxyStalls.Load(), c.drops.Load(), c.cuts.Load()))
 	tbl.row("connection kills", fmt.Sprintf("%d (%d relay, walsender and inbox sessions terminated)", c.connKills.Load(), c.sessionsKilled.Load()))
-	tbl.row("database restarts", c.dbRestarts.Load())
+	tbl.row("database restarts", fmt.Sprintf("%d (%d whose fast shutdown did not finish in %v and was made immediate)",
+		c.dbRestarts.Load(), db.cluster.hardStops.Load(), fastStopWait))
 	o.rows(tbl, br, inboxProc)
 	t.Logf("fault-injection summary (%s CDC + %s):\n%s", db.name(), br.name(), tbl)
 

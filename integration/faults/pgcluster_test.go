@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,6 +26,9 @@ type pgCluster struct {
 	runAs          string // "" or the user to run the server as
 	opts           string // the server's options (port, socket directory, settings)
 	logf           func(format string, args ...any)
+	// hardStops counts the restarts whose fast shutdown did not finish
+	// and that stopped the server immediately instead.
+	hardStops atomic.Int64
 }
 
 // pgBinDir finds PostgreSQL's server binaries: OUTBOX_PG_BIN, or the
@@ -122,6 +126,7 @@ func (c *pgCluster) url(appName string) string {
 func (c *pgCluster) restart() error {
 	if _, err := c.run("pg_ctl", "-D", c.data, "-w", "-t", strconv.Itoa(int(fastStopWait.Seconds())), "-m", "fast", "stop"); err != nil {
 		c.logf("the fast shutdown did not finish in %v; stopping immediately", fastStopWait)
+		c.hardStops.Add(1)
 		if out, err := c.run("pg_ctl", "-D", c.data, "-w", "-t", "60", "-m", "immediate", "stop"); err != nil {
 			return fmt.Errorf("pg_ctl stop -m immediate: %v: %s", err, out)
 		}
