@@ -286,6 +286,32 @@ func TestBrokerOutagePausesAndResumes(t *testing.T) {
 	}
 }
 
+// A relay whose stream restarts during an outage drops its window, and
+// then holds no event to probe the broker with. It must take one anyway —
+// from the stream, or here, with nothing new committed, from the due
+// sweep — or the breaker never learns that the broker is back: before
+// the fix the delayed event below stayed pending for good.
+func TestReconnectDuringOutageStillProbes(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(e.config(), e.publisher())
+	e.nats.Shutdown()
+	d := msg("k")
+	d.NotBefore = time.Now().Add(300 * time.Millisecond)
+	e.insert(false, d)
+	e.waitFor("the due sweep finds the broker down", 30*time.Second, func() bool { return r.Stats().Outages > 1 })
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND backend_type = 'walsender'`, e.name+"_relay").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("end the relay's replication session: %d ended, %v", n, err)
+	}
+	e.waitFor("the stream restarted", 30*time.Second, func() bool { return r.Stats().Restarts > 0 && r.Active() })
+	e.nats.Start()
+	if got := ids(t, e.read(1)); got[0] != d.ID {
+		t.Fatalf("published %v, want the delayed event %v", got, d.ID)
+	}
+	e.waitFor("its row done", 30*time.Second, func() bool { return e.count(0) == 0 })
+}
+
 // On an idle outbox the heartbeats keep the slot's confirmed position up
 // with the server's, so the slot pins no WAL; Status says so.
 func TestHeartbeatAdvancesIdleSlot(t *testing.T) {

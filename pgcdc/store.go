@@ -365,7 +365,10 @@ func (r *Relay) sweeper(ctx context.Context) {
 		}
 		e.mu.Lock()
 		room := min(r.cfg.BatchSize, r.cfg.Window-e.events)
-		up := e.outages == 0
+		// While the broker is down the sweep waits, as the stream does,
+		// unless the window is empty: then the breaker has no event to
+		// probe the broker with (see loop).
+		up := e.outages == 0 || e.events == 0
 		e.mu.Unlock()
 		if room <= 0 || !up {
 			continue
