@@ -24,9 +24,8 @@ var errServerShutdown = errors.New("PostgreSQL is shutting down and the relay ca
 // timing out, so the server — and the application on it — would stay
 // "shutting down" until the broker came back. So while the relay holds
 // unconfirmed transactions and its confirmed position has not moved for a
-// status interval, it asks the server, on an ordinary connection, whether
-// it is shutting down (SQLSTATE 57P01 for a session it ends, 57P03 for a
-// new one); if it is, the stream lets go. The next session resumes from
+// status interval, it asks the server whether it is shutting down (see
+// serverShuttingDown); if it is, the stream lets go. The next session resumes from
 // the slot's confirmed position: the events after it are sent again with
 // their IDs, nothing is lost. A relay that does progress is never asked:
 // it confirms everything and the walsender ends on its own.
@@ -46,10 +45,7 @@ func (r *Relay) shutdownWatch(ctx context.Context) {
 		if !stuck {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := r.pool.Exec(cctx, `SELECT 1`)
-		cancel()
-		if isShutdown(err) {
+		if r.serverShuttingDown(ctx) {
 			r.shutdownSeen.Store(true)
 			e.mu.Lock()
 			e.notify()
@@ -58,15 +54,32 @@ func (r *Relay) shutdownWatch(ctx context.Context) {
 	}
 }
 
-// isShutdown reports whether err says the server is shutting down.
-func isShutdown(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+// serverShuttingDown asks the server, on an ordinary connection, whether
+// it is shutting down: it then refuses new sessions (57P03). A pooled
+// session the server ended (57P01, 57P02) says only that it ended —
+// pg_terminate_backend says the same — so the question goes again on
+// another session, at most once per connection the pool may hold.
+func (r *Relay) serverShuttingDown(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for range r.pool.Config().MaxConns + 1 {
+		_, err := r.pool.Exec(cctx, `SELECT 1`)
+		switch sqlState(err) {
+		case "57P03": // cannot_connect_now
+			return true
+		case "57P01", "57P02": // admin_shutdown, crash_shutdown: this session ended
+			continue
+		}
 		return false
 	}
-	switch pe.Code {
-	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-		return true
-	}
 	return false
+}
+
+// sqlState is err's SQLSTATE, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
 }
