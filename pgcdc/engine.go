@@ -77,6 +77,13 @@ func newEngine(r *Relay) *engine {
 	return &engine{r: r, changed: make(chan struct{}), keys: map[string]*keyq{}, swept: map[uuid.UUID]bool{}}
 }
 
+// paused reports whether the stream and the due sweep should take no more
+// events: the broker is down and the window holds an event for the breaker
+// to probe it with. With an empty window (after a reconnection drops it)
+// they must take one, or the breaker would wait for it forever; e.mu is
+// held.
+func (e *engine) paused() bool { return e.outages > 0 && e.events > 0 }
+
 // notify wakes every waiter; e.mu is held.
 func (e *engine) notify() {
 	close(e.changed)

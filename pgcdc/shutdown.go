@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // errServerShutdown ends a streaming session whose server is shutting down
 // while the relay holds events it cannot confirm.
-var errServerShutdown = errors.New("PostgreSQL is shutting down and the relay cannot confirm what it was sent " +
-	"(the broker is down, or a key is blocked): let go of the stream so that the server can stop")
+var errServerShutdown = errors.New("PostgreSQL is shutting down while the relay cannot confirm what it was sent " +
+	"(the broker is down, or a key is blocked)")
 
 // shutdownWatch lets a server shut down while the relay is stuck.
 //
@@ -25,9 +24,9 @@ var errServerShutdown = errors.New("PostgreSQL is shutting down and the relay ca
 // "shutting down" until the broker came back. So while the relay holds
 // unconfirmed transactions and its confirmed position has not moved for a
 // status interval, it asks the server whether it is shutting down (see
-// serverShuttingDown); if it is, the stream lets go. The next session resumes from
-// the slot's confirmed position: the events after it are sent again with
-// their IDs, nothing is lost. A relay that does progress is never asked:
+// serverShuttingDown); if it is, the stream lets go. The next session
+// resumes from the slot's confirmed position: the events after it are
+// sent again with their IDs, nothing is lost. A relay that does progress is never asked:
 // it confirms everything and the walsender ends on its own.
 func (r *Relay) shutdownWatch(ctx context.Context) {
 	e := r.eng
@@ -64,22 +63,13 @@ func (r *Relay) serverShuttingDown(ctx context.Context) bool {
 	defer cancel()
 	for range r.pool.Config().MaxConns + 1 {
 		_, err := r.pool.Exec(cctx, `SELECT 1`)
-		switch sqlState(err) {
-		case "57P03": // cannot_connect_now
+		switch {
+		case isCode(err, "57P03"): // cannot_connect_now
 			return true
-		case "57P01", "57P02": // admin_shutdown, crash_shutdown: this session ended
+		case isCode(err, "57P01"), isCode(err, "57P02"): // admin_shutdown, crash_shutdown: this session ended
 			continue
 		}
 		return false
 	}
 	return false
-}
-
-// sqlState is err's SQLSTATE, or "".
-func sqlState(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
 }

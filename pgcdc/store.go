@@ -365,12 +365,9 @@ func (r *Relay) sweeper(ctx context.Context) {
 		}
 		e.mu.Lock()
 		room := min(r.cfg.BatchSize, r.cfg.Window-e.events)
-		// While the broker is down the sweep waits, as the stream does,
-		// unless the window is empty: then the breaker has no event to
-		// probe the broker with (see loop).
-		up := e.outages == 0 || e.events == 0
+		paused := e.paused()
 		e.mu.Unlock()
-		if room <= 0 || !up {
+		if room <= 0 || paused {
 			continue
 		}
 		if err := r.sweep(ctx, room); err != nil && ctx.Err() == nil {

@@ -146,11 +146,7 @@ func (s *stream) loop(ctx context.Context) error {
 		}
 		e.mu.Lock()
 		stopping := r.stopping()
-		// While the broker is down the stream waits, unless the window is
-		// empty: the breaker probes the broker with an event, and after a
-		// reconnection (the window dropped) it would otherwise wait for
-		// one forever.
-		canRead := (!stopping || s.cur != nil) && e.events < r.cfg.Window && (e.outages == 0 || e.events == 0)
+		canRead := (!stopping || s.cur != nil) && e.events < r.cfg.Window && !e.paused()
 		drained := stopping && len(e.txns) == 0 && s.cur == nil
 		confirm, ch := e.confirmable, e.changed
 		e.mu.Unlock()
