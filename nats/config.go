@@ -124,13 +124,27 @@ type PublisherConfig struct {
 	// flow window it sets. It takes effect only where JetStream can do it:
 	// nats-server 2.14.0 or later, and every stream the publisher's
 	// subjects go to allows batch publish (AllowBatchPublish);
-	// KeepsKeyOrder checks that once and reports false otherwise, and the
+	// KeepsKeyOrder checks that and reports false otherwise, and the
 	// publisher then publishes as without it. SetupStream enables batch
 	// publish on Stream when it is set. A batch's messages in flight are
-	// bounded by the server's flow window, not by MaxPending. It excludes
-	// AtomicKeyRuns. See the package documentation, "Key order". Default
-	// false.
+	// bounded by the server's flow window, not by MaxPending. See the
+	// package documentation, "Key order".
+	//
+	// It is the default: unless AtomicKeyRuns or NoKeyRuns is set, the
+	// publisher sends fast-ingest batches wherever JetStream can take
+	// them, and where it cannot it says why once at Info and publishes as
+	// without them, asking again when the relay does (every minute), so a
+	// stream that allows batch publish later is used then. Setting
+	// FastKeyRuns says that you count on it: where JetStream cannot, the
+	// publisher warns, once, and does not ask again. It excludes
+	// AtomicKeyRuns and NoKeyRuns.
 	FastKeyRuns bool
+	// NoKeyRuns turns the default FastKeyRuns off: KeepsKeyOrder reports
+	// false, every call's messages are all in flight at once with no
+	// order between them, and the relay keeps one event of a key in
+	// flight, as on a server older than 2.14. It excludes AtomicKeyRuns
+	// and FastKeyRuns.
+	NoKeyRuns bool
 
 	// Logger receives connection events (disconnect at Warn, reconnect at
 	// Info), the server's refusals (permission denied, credentials refused)
@@ -179,6 +193,12 @@ func (c *PublisherConfig) prefixed() bool {
 	return c.Subject == nil && c.SubjectPrefix != NoSubjectPrefix && c.SubjectPrefix != ""
 }
 
+// fastRuns reports whether the publisher sends fast-ingest batches where
+// JetStream can take them: with FastKeyRuns, and by default.
+func (c *PublisherConfig) fastRuns() bool {
+	return c.FastKeyRuns || !c.AtomicKeyRuns && !c.NoKeyRuns
+}
+
 // streamSubjects are the subjects SetupStream has Stream capture.
 func (c *PublisherConfig) streamSubjects() []string {
 	return []string{c.SubjectPrefix + ".>"}
@@ -198,6 +218,9 @@ func (c *PublisherConfig) validate() error {
 	if c.AtomicKeyRuns && c.FastKeyRuns {
 		errs = append(errs, errors.New("AtomicKeyRuns and FastKeyRuns are both set: they are two ways of keeping key order, choose one "+
 			"(FastKeyRuns needs nats-server 2.14+ and costs the server less per batch)"))
+	}
+	if c.NoKeyRuns && (c.AtomicKeyRuns || c.FastKeyRuns) {
+		errs = append(errs, errors.New("NoKeyRuns is set with AtomicKeyRuns or FastKeyRuns: it turns key runs off, they turn them on; choose one"))
 	}
 	if c.AtomicMinRun < 0 {
 		errs = append(errs, fmt.Errorf("AtomicMinRun is %d, must not be negative", c.AtomicMinRun))

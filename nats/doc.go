@@ -122,12 +122,15 @@
 // publishers.OrderKeeper's promise, and the relay keeps one event of a key
 // in flight at a time.
 //
-// With PublisherConfig.FastKeyRuns (nats-server 2.14.0 or later, every
-// stream of the publisher's subjects with AllowBatchPublish; SetupStream
-// sets it on Stream) or AtomicKeyRuns (below) it does: KeepsKeyOrder
-// checks once and reports true, and the relay then sends a key's events
-// in one call. Where JetStream cannot, it logs why once and reports false,
-// and the publisher publishes as without the option.
+// By default (PublisherConfig.FastKeyRuns, on nats-server 2.14.0 or later,
+// every stream of the publisher's subjects with AllowBatchPublish;
+// SetupStream sets it on Stream) or with AtomicKeyRuns (below) it does:
+// KeepsKeyOrder checks and reports true, and the relay then sends a key's
+// events in one call. Where JetStream cannot, it logs why and reports
+// false, and the publisher publishes as without the option: by default
+// at Info, once for each reason, asking again at the next check (a relay
+// checks every minute); with FastKeyRuns or AtomicKeyRuns set, at Warn,
+// once for good. NoKeyRuns turns the default off.
 //
 // FastKeyRuns sends each stream's share of a call — its messages in call
 // order, every key's and the unkeyed ones — as one JetStream fast-ingest

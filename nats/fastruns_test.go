@@ -161,6 +161,69 @@ func TestFastKeyRunsResentDeduplicated(t *testing.T) {
 	}
 }
 
+// TestFastKeyRunsByDefault: with no option set, SetupStream allows batch
+// publish and the publisher sends fast-ingest batches; on a stream that
+// does not allow them it says why once, at Info, and publishes as without
+// them, and takes them once the stream allows them.
+func TestFastKeyRunsByDefault(t *testing.T) {
+	t.Run("SetupStream", func(t *testing.T) {
+		srv := natstest.StartServer(t, "")
+		pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR"})
+		defer pub.Close()
+		if err := pub.SetupStream(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !pub.KeepsKeyOrder() {
+			t.Fatal("KeepsKeyOrder is false by default on a stream SetupStream made")
+		}
+		msgs := keyed(6, "a", "b")
+		publishOK(t, pub, msgs)
+		if n := outboxnats.FastBatches(pub); n == 0 {
+			t.Fatal("no fast-ingest batch by default")
+		}
+	})
+	t.Run("stream allows batch publish later", func(t *testing.T) {
+		srv := natstest.StartServer(t, "")
+		nc := srv.Connect(t)
+		js := natstest.JetStream(t, nc)
+		ctx := context.Background()
+		cfg := jetstream.StreamConfig{Name: "KR", Subjects: []string{"kr.>"}, Duplicates: outboxnats.DuplicateWindow}
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		var logs logtest.Buffer
+		pub := newPublisher(t, &outboxnats.PublisherConfig{Conn: nc, SubjectPrefix: "kr",
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		defer pub.Close()
+		for range 2 { // asked each time, said once
+			if pub.KeepsKeyOrder() {
+				t.Fatal("KeepsKeyOrder is true on a stream that does not allow batch publish")
+			}
+		}
+		got := logs.String()
+		if n := strings.Count(got, "a key's events go one at a time"); n != 1 || !strings.Contains(got, "level=INFO") ||
+			!strings.Contains(got, "stream KR does not allow batch publish") || strings.Contains(got, "level=WARN") {
+			t.Errorf("want one line at Info saying why, got:\n%s", got)
+		}
+		publishOK(t, pub, keyed(3, "a", "b"))
+		if n := outboxnats.FastBatches(pub); n != 0 {
+			t.Fatalf("%d fast-ingest batches to a stream that does not allow them", n)
+		}
+		cfg.AllowBatchPublish = true
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if !pub.KeepsKeyOrder() {
+			t.Fatal("KeepsKeyOrder is still false once the stream allows batch publish")
+		}
+		msgs := keyed(6, "a", "b")
+		publishOK(t, pub, msgs)
+		if n := outboxnats.FastBatches(pub); n == 0 {
+			t.Fatal("no fast-ingest batch once the stream allows them")
+		}
+	})
+}
+
 func TestKeepsKeyOrderFalseWithoutBatchPublish(t *testing.T) {
 	t.Run("stream without AllowBatchPublish", func(t *testing.T) {
 		srv := natstest.StartServer(t, "")
@@ -185,15 +248,26 @@ func TestKeepsKeyOrderFalseWithoutBatchPublish(t *testing.T) {
 			t.Fatalf("%d fast-ingest batches to a stream that does not allow them", n)
 		}
 	})
-	t.Run("FastKeyRuns not set", func(t *testing.T) {
+	t.Run("NoKeyRuns", func(t *testing.T) {
 		srv := natstest.StartServer(t, "")
-		pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR"})
+		pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR", NoKeyRuns: true})
 		defer pub.Close()
 		if err := pub.SetupStream(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if pub.KeepsKeyOrder() {
-			t.Fatal("KeepsKeyOrder is true without FastKeyRuns")
+			t.Fatal("KeepsKeyOrder is true with NoKeyRuns")
+		}
+		info, err := natstest.JetStream(t, srv.Connect(t)).Stream(context.Background(), "KR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.CachedInfo().Config.AllowBatchPublish {
+			t.Error("SetupStream allowed batch publish on a stream of a publisher with NoKeyRuns")
+		}
+		publishOK(t, pub, keyed(3, "a", "b"))
+		if n := outboxnats.FastBatches(pub); n != 0 {
+			t.Fatalf("%d fast-ingest batches with NoKeyRuns", n)
 		}
 	})
 	t.Run("shared server", func(t *testing.T) {

@@ -58,20 +58,19 @@ const (
 
 // KeepsKeyOrder reports whether the Publisher keeps each key's order
 // within a Publish call by itself, whatever fails (publishers.OrderKeeper):
-// only with PublisherConfig.AtomicKeyRuns, on nats-server 2.12.1 or later,
-// when every stream the publisher's subjects go to allows atomic publish;
-// or with PublisherConfig.FastKeyRuns, on nats-server 2.14.0 or later,
-// when every such stream allows batch publish. It asks JetStream once
-// (within a few seconds) and keeps the answer; when JetStream cannot
-// answer it reports false and asks again at the next call. While it has
-// not reported true, Publish publishes as it does without the option. See
-// the package documentation, "Key order".
+// by default or with PublisherConfig.FastKeyRuns, on nats-server 2.14.0
+// or later, when every stream the publisher's subjects go to allows batch
+// publish; with AtomicKeyRuns, on nats-server 2.12.1 or later, when every
+// such stream allows atomic publish; never with NoKeyRuns. It asks
+// JetStream (within a few seconds) and keeps a yes for good. A no is kept
+// for good too when the option was set, and said once at Warn; by default
+// it is said at Info, once for each reason, and asked again at the next
+// call (the relays ask every minute). When JetStream cannot answer it
+// reports false and asks again at the next call. While it has not
+// reported true, Publish publishes as it does without the option. See the
+// package documentation, "Key order".
 func (p *Publisher) KeepsKeyOrder() bool {
-	option := "AtomicKeyRuns"
-	switch {
-	case p.cfg.FastKeyRuns:
-		option = "FastKeyRuns"
-	case !p.cfg.AtomicKeyRuns:
+	if p.cfg.NoKeyRuns {
 		return false
 	}
 	switch p.keyRuns.Load() {
@@ -80,30 +79,46 @@ func (p *Publisher) KeepsKeyOrder() bool {
 	case runsOff:
 		return false
 	}
+	fast := p.cfg.fastRuns()
+	set := p.cfg.AtomicKeyRuns || p.cfg.FastKeyRuns
+	option := "AtomicKeyRuns"
+	if fast {
+		option = "FastKeyRuns"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), atomicCheckTimeout)
 	defer cancel()
 	var why string
 	var minRun int
 	var routes []fastRoute
 	var err error
-	if p.cfg.FastKeyRuns {
+	if fast {
 		why, routes, err = p.fastStreams(ctx)
 	} else {
 		why, minRun, err = p.atomicStreams(ctx)
 	}
 	log := p.cfg.Logger
 	switch {
-	case err != nil:
+	case err != nil && set:
 		log.Warn("nats publisher: cannot tell whether the streams take "+option+"'s batches; a key's events go one at a time",
 			"option", option, "err", errText(err))
 		return false
-	case why != "":
+	case err != nil:
+		log.Info("nats publisher: cannot tell yet whether the streams take fast-ingest batches; a key's events go one at a time until they do",
+			"err", errText(err))
+		return false
+	case why != "" && set:
 		p.keyRuns.Store(runsOff)
 		log.Warn("nats publisher: "+option+" is set but JetStream cannot take its batches here; a key's events go one at a time",
 			"option", option, "why", why)
 		return false
+	case why != "":
+		if old := p.noRunsWhy.Swap(&why); old == nil || *old != why {
+			log.Info("nats publisher: a key's events go one at a time, as JetStream cannot take fast-ingest batches here "+
+				"(nats-server 2.14+ and streams that allow batch publish pipeline them)", "why", why)
+		}
+		return false
 	}
-	if p.cfg.FastKeyRuns {
+	if fast {
 		p.routes.Store(&routes)
 		p.keyRuns.Store(runsOn)
 		log.Info("nats publisher: a call's events go to each stream as fast-ingest batches, keeping key order", "streams", len(routes))

@@ -40,7 +40,7 @@ func BenchmarkPublishKeyRuns(b *testing.B) {
 						b.Fatal(err)
 					}
 					pub := newPublisher(b, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: name, Stream: name,
-						AtomicKeyRuns: mode == "atomic", FastKeyRuns: mode == "fast"})
+						AtomicKeyRuns: mode == "atomic", FastKeyRuns: mode == "fast", NoKeyRuns: mode == "async" || mode == "rounds"})
 					defer pub.Close()
 					if pub.KeepsKeyOrder() != (mode == "atomic" || mode == "fast") {
 						b.Fatal("KeepsKeyOrder")

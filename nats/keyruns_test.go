@@ -253,13 +253,13 @@ func TestKeepsKeyOrderFalseWithoutAtomicPublish(t *testing.T) {
 	})
 	t.Run("AtomicKeyRuns not set", func(t *testing.T) {
 		srv := natstest.StartServer(t, "")
-		pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR"})
+		pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR", NoKeyRuns: true})
 		defer pub.Close()
 		if err := pub.SetupStream(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if pub.KeepsKeyOrder() {
-			t.Fatal("KeepsKeyOrder is true without AtomicKeyRuns")
+			t.Fatal("KeepsKeyOrder is true without AtomicKeyRuns, with NoKeyRuns")
 		}
 	})
 	t.Run("shared server", func(t *testing.T) {

@@ -27,6 +27,7 @@ type Publisher struct {
 	dups    atomic.Int64
 
 	keyRuns    atomic.Int32                // AtomicKeyRuns, FastKeyRuns: runsUnknown until KeepsKeyOrder checked the streams
+	noRunsWhy  atomic.Pointer[string]      // FastKeyRuns by default: why KeepsKeyOrder last said no, once logged
 	batchSlots chan struct{}               // one per batch awaiting its commit's acknowledgement
 	minRun     atomic.Int64                // the shortest run sent as an atomic batch; set before keyRuns turns runsOn
 	routes     atomic.Pointer[[]fastRoute] // FastKeyRuns: the streams; set before keyRuns turns runsOn
@@ -85,7 +86,7 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 		return fail(err)
 	}
 	p.js = js
-	a, err := newAcker(p.nc, c.MaxPending, c.AckTimeout, c.FastKeyRuns)
+	a, err := newAcker(p.nc, c.MaxPending, c.AckTimeout, c.fastRuns())
 	if err != nil {
 		return fail(err)
 	}
@@ -218,14 +219,14 @@ func (p *Publisher) where() string {
 // for every acknowledgement or for ctx to end. It returns one error per
 // message, nil when JetStream stored it (or dropped it as a duplicate of
 // one it stored). See the package documentation for how errors are
-// classified. Once KeepsKeyOrder has reported true (PublisherConfig.
-// AtomicKeyRuns or FastKeyRuns), the messages go as atomic or fast-ingest
+// classified. Once KeepsKeyOrder has reported true (by default, or with
+// PublisherConfig.AtomicKeyRuns), the messages go as fast-ingest or atomic
 // batches and each key's keep their order whatever fails: see the package
 // documentation, "Key order".
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	c := &call{p: p, ctx: ctx, msgs: msgs, errs: make([]error, len(msgs))}
 	if p.keyRuns.Load() == runsOn {
-		if p.cfg.FastKeyRuns {
+		if p.cfg.fastRuns() {
 			c.publishFast()
 		} else {
 			c.publishRuns()

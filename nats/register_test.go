@@ -29,7 +29,7 @@ func TestRegistered(t *testing.T) {
 		t.Fatalf("registered %+v", b)
 	}
 	want := map[string]string{"subject_prefix": "outbox", "stream": "", "name": "outbox", "max_pending": "4096",
-		"ack_timeout": "30s", "connect_timeout": "2s", "reconnect_wait": "2s", "atomic_key_runs": "false", "fast_key_runs": "false", "token": ""}
+		"ack_timeout": "30s", "connect_timeout": "2s", "reconnect_wait": "2s", "atomic_key_runs": "false", "fast_key_runs": "auto", "token": ""}
 	for _, p := range b.Params {
 		if d, ok := want[p.Name]; !ok || d != p.Default || p.Usage == "" {
 			t.Errorf("param %+v: want default %q and a usage", p, d)

@@ -110,15 +110,16 @@ func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []st
 // publisher's subjects, SubjectPrefix + ".>", as EnsureStream does (and
 // fails as it does); with PublisherConfig.AtomicKeyRuns, on nats-server
 // 2.12.1 or later, it also makes the stream allow atomic publish
-// (AllowAtomicPublish), and with FastKeyRuns, on nats-server 2.14.0 or
-// later, batch publish (AllowBatchPublish). It does nothing when Stream
+// (AllowAtomicPublish), and otherwise, unless NoKeyRuns is set, on
+// nats-server 2.14.0 or later, batch publish (AllowBatchPublish), so that
+// the default FastKeyRuns takes effect. It does nothing when Stream
 // is empty. Call it once, after NewPublisher; opening a nats:// URL with
 // stream=… through package backend does.
 func (p *Publisher) SetupStream(ctx context.Context) error {
 	if p.cfg.Stream == "" {
 		return nil
 	}
-	return p.ensureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects(), p.cfg.AtomicKeyRuns, p.cfg.FastKeyRuns)
+	return p.ensureStream(ctx, p.cfg.Stream, p.cfg.streamSubjects(), p.cfg.AtomicKeyRuns, p.cfg.fastRuns())
 }
 
 // streamError describes the failure to create or update stream name,

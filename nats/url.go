@@ -26,7 +26,7 @@ var urlParams = []backend.Param{
 	{Name: "connect_timeout", Default: DefaultConnectTimeout.String(), Usage: "how long the first connection attempt may take"},
 	{Name: "reconnect_wait", Default: DefaultReconnectWait.String(), Usage: "the pause between reconnection attempts (forever)"},
 	{Name: "atomic_key_runs", Default: "false", Usage: "send each key's run of events as one atomic batch where JetStream can (nats-server 2.12.1+, AllowAtomicPublish)"},
-	{Name: "fast_key_runs", Default: "false", Usage: "send a batch's events to each stream as one fast-ingest batch, keeping key order, where JetStream can (nats-server 2.14+, AllowBatchPublish; not with atomic_key_runs)"},
+	{Name: "fast_key_runs", Default: "auto", Usage: "send a batch's events to each stream as one fast-ingest batch, keeping key order (nats-server 2.14+, AllowBatchPublish): auto where JetStream can, true warns where it cannot, false never; not true with atomic_key_runs"},
 	{Name: "token", Default: "", Usage: "the authentication token, for a URL without one (never printed)"},
 }
 
@@ -48,8 +48,10 @@ var urlParams = []backend.Param{
 //   - ack_timeout, connect_timeout, reconnect_wait: PublisherConfig's
 //     AckTimeout, ConnectTimeout, ReconnectWait (Go durations, "30s");
 //   - atomic_key_runs: PublisherConfig.AtomicKeyRuns (true or false);
-//   - fast_key_runs: PublisherConfig.FastKeyRuns (true or false; not
-//     with atomic_key_runs=true);
+//   - fast_key_runs: auto (the default: fast-ingest batches wherever
+//     JetStream can take them), true (PublisherConfig.FastKeyRuns) or
+//     false (NoKeyRuns, unless atomic_key_runs=true); not true with
+//     atomic_key_runs=true;
 //   - token: the authentication token (nats.Token), for servers that
 //     take one, when the URL's user-info does not carry it.
 //
@@ -130,7 +132,13 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 		case "atomic_key_runs":
 			cfg.AtomicKeyRuns, err = strconv.ParseBool(v)
 		case "fast_key_runs":
-			cfg.FastKeyRuns, err = strconv.ParseBool(v)
+			if v != "auto" {
+				var on bool
+				if on, err = strconv.ParseBool(v); err != nil {
+					err = fmt.Errorf("%q: want auto, true or false", v)
+				}
+				cfg.FastKeyRuns, cfg.NoKeyRuns = on, err == nil && !on
+			}
 		case "token":
 			if v == "" {
 				err = fmt.Errorf("empty")
@@ -142,6 +150,9 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 		if err != nil {
 			return fail("%s: %v", k, err)
 		}
+	}
+	if cfg.AtomicKeyRuns {
+		cfg.NoKeyRuns = false // fast_key_runs=false: atomic batches, not fast ones
 	}
 	if cfg.Stream != "" && cfg.SubjectPrefix == NoSubjectPrefix {
 		return fail("subject_prefix is empty, so the stream would capture every subject (>), which NATS refuses or overlaps with every other stream: give a prefix (default %s)",

@@ -22,6 +22,9 @@ func TestConfigFromURL(t *testing.T) {
 				AckTimeout: 5 * time.Second, ConnectTimeout: time.Second, ReconnectWait: 100 * time.Millisecond, AtomicKeyRuns: true}},
 		{"nats://h:4222?subject_prefix=", outboxnats.PublisherConfig{URL: "nats://h:4222", SubjectPrefix: outboxnats.NoSubjectPrefix}},
 		{"nats://h:4222?fast_key_runs=true", outboxnats.PublisherConfig{URL: "nats://h:4222", FastKeyRuns: true}},
+		{"nats://h:4222?fast_key_runs=false", outboxnats.PublisherConfig{URL: "nats://h:4222", NoKeyRuns: true}},
+		{"nats://h:4222?fast_key_runs=auto", outboxnats.PublisherConfig{URL: "nats://h:4222"}},
+		{"nats://h:4222?fast_key_runs=false&atomic_key_runs=true", outboxnats.PublisherConfig{URL: "nats://h:4222", AtomicKeyRuns: true}},
 		{"nats://a:1,nats://b:2?stream=X", outboxnats.PublisherConfig{URL: "nats://a:1,nats://b:2", Stream: "X"}},
 		{"nats://a:1?stream=X, nats://b:2?stream=X", outboxnats.PublisherConfig{URL: "nats://a:1,nats://b:2", Stream: "X"}},
 		{"nats://u:p@a:1,b:2,tls://c:3", outboxnats.PublisherConfig{URL: "nats://u:p@a:1,b:2,tls://c:3"}},
@@ -33,7 +36,7 @@ func TestConfigFromURL(t *testing.T) {
 		}
 		if got.URL != c.want.URL || got.SubjectPrefix != c.want.SubjectPrefix || got.Stream != c.want.Stream || got.Name != c.want.Name ||
 			got.MaxPending != c.want.MaxPending || got.AckTimeout != c.want.AckTimeout || got.ConnectTimeout != c.want.ConnectTimeout ||
-			got.ReconnectWait != c.want.ReconnectWait || got.AtomicKeyRuns != c.want.AtomicKeyRuns || got.FastKeyRuns != c.want.FastKeyRuns ||
+			got.ReconnectWait != c.want.ReconnectWait || got.AtomicKeyRuns != c.want.AtomicKeyRuns || got.FastKeyRuns != c.want.FastKeyRuns || got.NoKeyRuns != c.want.NoKeyRuns ||
 			len(got.Options) != 0 {
 			t.Errorf("ConfigFromURL(%q) = %+v, want %+v", c.url, *got, c.want)
 		}
@@ -57,7 +60,7 @@ func TestConfigFromURLRefuses(t *testing.T) {
 		{"nats://h:4222?max_pending=-1", "max_pending: -1 is negative"},
 		{"nats://h:4222?max_pending=many", "max_pending: "},
 		{"nats://h:4222?atomic_key_runs=maybe", "atomic_key_runs: "},
-		{"nats://h:4222?fast_key_runs=maybe", "fast_key_runs: "},
+		{"nats://h:4222?fast_key_runs=maybe", `fast_key_runs: "maybe": want auto, true or false`},
 		{"nats://h:4222?fast_key_runs=true&atomic_key_runs=true", "AtomicKeyRuns and FastKeyRuns are both set"},
 		{"nats://h:4222?subject_prefix=a%20b", `subject_prefix: "a b": want dot-separated tokens`},
 		{"nats://h:4222?subject_prefix=a.*", "subject_prefix: "},

@@ -69,7 +69,7 @@ func drainFast(b *testing.B, srv *natstest.Server, keys int, mode string) {
 		b.Fatalf("-nats-fast-modes: unknown case %q", mode)
 	}
 	fast := mode == "ordered-fast"
-	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix, Stream: prefix, FastKeyRuns: fast})
+	pub, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: srv.URL(), SubjectPrefix: prefix, Stream: prefix, FastKeyRuns: fast, NoKeyRuns: !fast})
 	if err != nil {
 		b.Fatal(err)
 	}
