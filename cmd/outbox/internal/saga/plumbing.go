@@ -100,11 +100,13 @@ func connect(url, name string) (*nats.Conn, error) {
 		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
 }
 
-// createStreams creates the events stream, with the short duplicate window,
+// createStreams creates the events stream, with the short duplicate window
+// and batch publish allowed (so that the relays' publishers pipeline each
+// order's events, as they do by default on a stream SetupStream makes),
 // and the dead-letter stream.
 func createStreams(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range []jetstream.StreamConfig{
-		{Name: streamName, Subjects: []string{subjectPrefix + ".>"}, Duplicates: duplicateWindow, Storage: jetstream.FileStorage},
+		{Name: streamName, Subjects: []string{subjectPrefix + ".>"}, Duplicates: duplicateWindow, Storage: jetstream.FileStorage, AllowBatchPublish: true},
 		{Name: deadStream, Subjects: []string{deadPrefix + ".>"}, Storage: jetstream.FileStorage},
 	} {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
