@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,10 +28,16 @@ import (
 type Options struct {
 	DatabaseURL string
 	NatsURL     string
-	// FastKeyRuns turns the NATS publisher's FastKeyRuns on (and lets
-	// the benchmark's streams take batches): nats-server 2.14 or later.
+	// FastKeyRuns sets the NATS publisher's FastKeyRuns: the run fails
+	// where the server cannot take fast-ingest batches (nats-server 2.14
+	// or later). Without it the publisher takes them where it can, as by
+	// default: the benchmark's streams allow batch publish.
 	FastKeyRuns bool
-	Quick       bool
+	// NoKeyRuns sets the NATS publisher's NoKeyRuns (and the streams do
+	// not allow batch publish): a key's events go one at a time, as on a
+	// server older than 2.14.
+	NoKeyRuns bool
+	Quick     bool
 	// Only, when non-empty, runs only these workloads (see Workloads).
 	Only []string
 	// OutDir receives results.json and the SVG charts; empty: none.
@@ -165,6 +172,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if o.FastKeyRuns && o.NoKeyRuns {
+		return nil, errors.New("-fast-key-runs and -no-key-runs: choose one")
+	}
 	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
 		return nil, err
 	}
@@ -172,6 +182,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
 		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
+		"fast_key_runs": map[bool]string{true: "true", false: map[bool]string{true: "false", false: "auto"}[o.NoKeyRuns]}[o.FastKeyRuns],
 	}}
 	r := &runner{o: o, rep: rep}
 	steps := []struct {

@@ -169,7 +169,7 @@ func (r *runner) newStream(ctx context.Context, e *env) error {
 		Subjects:          []string{e.name + ".>", e.name + "_wm"},
 		Duplicates:        natspub.DuplicateWindow,
 		Storage:           jetstream.FileStorage,
-		AllowBatchPublish: r.o.FastKeyRuns,
+		AllowBatchPublish: !r.o.NoKeyRuns, // nats-server 2.9–2.13 ignore it
 	}); err != nil {
 		return fmt.Errorf("create stream: %w", err)
 	}
@@ -218,7 +218,7 @@ func (e *env) extraPool(ctx context.Context, maxConns int) (*pgxpool.Pool, error
 
 // publisher returns our JetStream publisher on subjects name.<topic>.
 func (e *env) publisher() (*natspub.Publisher, error) {
-	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: e.o.NatsURL, SubjectPrefix: e.name, FastKeyRuns: e.o.FastKeyRuns})
+	p, err := natspub.NewPublisher(&natspub.PublisherConfig{URL: e.o.NatsURL, SubjectPrefix: e.name, FastKeyRuns: e.o.FastKeyRuns, NoKeyRuns: e.o.NoKeyRuns})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,8 @@ func main() {
 	var only, keys, rates, cpuProfile string
 	flag.StringVar(&o.DatabaseURL, "database-url", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL, or mysql://user:pass@host:3306/db for MySQL/MariaDB (workloads "+strings.Join(bench.MySQLWorkloads, ",")+")")
 	flag.StringVar(&o.NatsURL, "nats-url", "nats://127.0.0.1:4222", "NATS JetStream URL")
-	flag.BoolVar(&o.FastKeyRuns, "fast-key-runs", false, "the NATS publisher's FastKeyRuns, a key's events pipelined in fast-ingest batches (nats-server 2.14 or later)")
+	flag.BoolVar(&o.FastKeyRuns, "fast-key-runs", false, "fail unless the NATS publisher pipelines a key's events in fast-ingest batches (nats-server 2.14 or later; by default it does where the server can)")
+	flag.BoolVar(&o.NoKeyRuns, "no-key-runs", false, "the NATS publisher's NoKeyRuns: a key's events one at a time even where the server could take fast-ingest batches")
 	flag.BoolVar(&o.Quick, "quick", false, "one short iteration of everything (CI)")
 	flag.StringVar(&o.OutDir, "out", "", "directory for results.json and the SVG charts")
 	flag.StringVar(&only, "only", "", "comma-separated workloads to run: "+strings.Join(bench.Workloads, ","))
