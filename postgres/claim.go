@@ -27,8 +27,8 @@ import (
 //
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight from two batches and never one out
-// of turn, and with p.PerKey at most a quarter of p.Limit keys at first
-// (see sqlkit.HeadLimit). Keys are visited round-robin from where the last
+// of turn, and with p.PerKey at most a quarter of p.Limit keys at first,
+// a tenth with p.Pipelined (see sqlkit.HeadLimit). Keys are visited round-robin from where the last
 // claim stopped, so no key starves. Unkeyed rows take up to half the room
 // the heads left (all of it without p.PerKey), by due time — with
 // p.PerKey, half of what the most heads leave in the walk's round trip,
@@ -142,7 +142,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	s.walking.Lock()
 	defer s.walking.Unlock()
 	cursor := s.cursor.Get()
-	limit := sqlkit.HeadLimit(p.Limit, p.PerKey)
+	limit := sqlkit.HeadLimit(p.Limit, p.PerKey, p.Pipelined)
 	// With runs, the unkeyed rows' share is at least half of what the most
 	// heads leave, so that much is claimed alongside the walk, and so is
 	// the first run of each head (see keyedSQL) as long as the most heads'
@@ -241,6 +241,13 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	}
 	if per := sqlkit.RunLength(room, max(1, len(ends)), p.PerKey-first); len(ends) > 0 && per > 0 {
 		if ends, err = s.claimRuns(ctx, tx, p.Now, b, ends, per, room); err != nil {
+			return err
+		}
+	}
+	if walkFull && len(ends) > 0 {
+		// The walk took as many heads as it could: it may have taken the
+		// last key with pending rows, and then it reached them all.
+		if walkFull, err = s.keysBeyond(ctx, tx, heads[len(heads)-1].rec.Key, cursor, wrapped); err != nil {
 			return err
 		}
 	}
@@ -347,6 +354,30 @@ func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *bat
 		b.add(&x)
 	}
 	return last, read, nil
+}
+
+// keysBeyond reports whether a key the ordered claim's walk did not reach
+// has pending rows: a key after last, the walk's last head, that is not
+// after cursor, where the walk started, once the walk has wrapped around
+// to the first key, and otherwise any key after last or up to cursor. A
+// key another batch holds, or whose head is not due, counts: so the
+// answer may be yes when no key is free, never no when one is.
+func (s *Store) keysBeyond(ctx context.Context, tx pgx.Tx, last, cursor string, wrapped bool) (bool, error) {
+	var more bool
+	err := tx.QueryRow(ctx, s.keysBeyondSQL(wrapped), last, cursor).Scan(&more)
+	return more, err
+}
+
+// keysBeyondSQL is keysBeyond's statement: whether a pending keyed row has
+// a key after $1 and up to $2 (wrapped), or after $1 or up to $2; one
+// probe of the (key, seq) index each.
+func (s *Store) keysBeyondSQL(wrapped bool) string {
+	t := s.nm.table
+	if wrapped {
+		return `SELECT EXISTS (SELECT FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $1 AND key <= $2)`
+	}
+	return `SELECT EXISTS (SELECT FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $1)
+		OR EXISTS (SELECT FROM ` + t + ` WHERE status = 0 AND key <> '' AND key <= $2)`
 }
 
 // headEnds returns the run ends of heads: each its key and seq.

@@ -137,6 +137,8 @@ func TestClaimGenericPlans(t *testing.T) {
 		{"runs", s.runsSQL(), 3},
 		{"range", s.rangeSQL(false), 4},
 		{"range, wrapped", s.rangeSQL(true), 5},
+		{"keys beyond the walk", s.keysBeyondSQL(false), 2},
+		{"keys beyond the walk, wrapped", s.keysBeyondSQL(true), 2},
 		{"unordered keyed claim", s.keyedUnorderedSQL(false), 3},
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), 4},
 		{"unkeyed claim", s.unkeyedSQL(false), 2},

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +103,77 @@ func TestResumeFailsOnceTheSessionEnded(t *testing.T) {
 		if r.ID != evs[4+i].ID {
 			t.Fatalf("fresh claim's record %d is %s, want event %d (%s)", i, r.ID, 4+i, evs[4+i].ID)
 		}
+	}
+}
+
+// A claim whose key walk takes as many heads as it may (a quarter of the
+// batch) continues when those were every key with pending events, as one
+// that took fewer does; when one more key waits, it does not, so that key
+// is served by the next claim instead of waiting behind the continuations.
+func TestContinueAfterAWalkThatTookEveryKey(t *testing.T) {
+	for _, c := range []struct {
+		keys      int
+		continues bool
+	}{{4, true}, {5, false}} {
+		t.Run(fmt.Sprintf("%d keys", c.keys), func(t *testing.T) {
+			b := setup(t)
+			ctx := context.Background()
+			var evs []outbox.Message
+			for i := range 8 {
+				for k := range c.keys {
+					evs = append(evs, outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: fmt.Sprintf("k%d", k),
+						Payload: fmt.Appendf(nil, "%d", i), CreatedAt: time.Now()})
+				}
+			}
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := outbox.New(b.pg, nil).Enqueue(ctx, tx, evs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Heads of 16/4 = 4 keys.
+			p := stores.ClaimParams{Limit: 16, Now: time.Now().Add(time.Hour), PerKey: 4}
+			b1, err := b.store.Claim(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b1.Abort(ctx) //nolint:errcheck // test cleanup
+			keys := map[string]int{}
+			for _, r := range b1.Records() {
+				keys[r.Key]++
+			}
+			if len(keys) != 4 || len(b1.Records()) != 16 {
+				t.Fatalf("claim took %d records of keys %v, want 4 of each of 4 keys", len(b1.Records()), keys)
+			}
+			b2, err := b1.(stores.Continuer).Continue(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.continues {
+				if b2 != nil {
+					_ = b2.Abort(ctx)
+					t.Fatalf("the batch continued with %d records while key k4 waits for its first claim", len(b2.Records()))
+				}
+				return
+			}
+			if b2 == nil {
+				t.Fatal("the batch of every key did not continue")
+			}
+			defer b2.Abort(ctx) //nolint:errcheck // test cleanup
+			next := map[string][]string{}
+			for _, r := range b2.Records() {
+				next[r.Key] = append(next[r.Key], string(r.Payload))
+			}
+			for k := range c.keys {
+				key := fmt.Sprintf("k%d", k)
+				if got := strings.Join(next[key], ","); got != "4,5,6,7" {
+					t.Errorf("continuation of %s: %s, want its events 4,5,6,7", key, got)
+				}
+			}
+		})
 	}
 }
