@@ -38,7 +38,7 @@ func (c *chain) start(ctx context.Context, r *Relay, b stores.Batch, depth int) 
 	}
 	ch := make(chan continued, 1)
 	c.next, c.got, c.depth = ch, nil, depth+1
-	p := stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), PerKey: r.cfg.PerKey}
+	p := r.claimParams()
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
 		defer cancel()

@@ -56,8 +56,9 @@
 // Work divides among relays by key: each claim takes heads its peers do not
 // hold, visiting keys round-robin so none starves, and at first at most a
 // quarter of a batch's size of them, so that a peer finds keys too (on
-// PostgreSQL, more when the runs behind them leave room in the batch:
-// many keys of a few events each). A batch that finds
+// PostgreSQL a tenth when the publisher keeps key order by itself, whose
+// runs cost no publish rounds, and more when the runs behind them leave
+// room in the batch: many keys of a few events each). A batch that finds
 // few keys takes long runs of each, so one busy key moves at the broker's
 // one-message-at-a-time rate (JetStream's synchronous publish) rather than at
 // one event per claim-publish-mark cycle; one that finds many keys takes

@@ -30,6 +30,14 @@ type memStore struct {
 	// beforeClaim, when set, runs before each claim, outside the lock:
 	// a test blocks or fails claims there.
 	beforeClaim func(ctx context.Context) error
+	last        stores.ClaimParams // the last claim's
+}
+
+// lastParams returns the parameters of the last claim.
+func (s *memStore) lastParams() stores.ClaimParams {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 type memRec struct {
@@ -78,6 +86,7 @@ func (s *memStore) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		}
 	}
 	s.mu.Lock()
+	s.last = p
 	defer s.mu.Unlock()
 	b := &memBatch{s: s}
 	taken := map[string]int{}    // records of each key taken

@@ -301,6 +301,9 @@ func TestOrderKeeperAskedAgain(t *testing.T) {
 	if calls := log.get(); len(calls) != 1 {
 		t.Fatalf("%d calls, want the key's 10 events in one", len(calls))
 	}
+	if !s.lastParams().Pipelined {
+		t.Error("the claims did not tell the store that the runs are pipelined")
+	}
 }
 
 // A broker slower than half the publish timeout per round defers a key's

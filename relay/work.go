@@ -124,6 +124,14 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 	}
 }
 
+// claimParams are the parameters of a claim, or of a continuation, made
+// now.
+func (r *Relay) claimParams() stores.ClaimParams {
+	now := r.cfg.Clock.Now()
+	return stores.ClaimParams{Limit: r.cfg.BatchSize, Now: now, Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey,
+		Pipelined: !r.cfg.Unordered && r.order.Keeps(now)}
+}
+
 // drain takes one batch (c's continuation, or a fresh claim), publishes it
 // and stores the outcome; in ordered mode it claims the batch's
 // continuation meanwhile (see chain). It returns how many events it took.
@@ -132,7 +140,7 @@ func (r *Relay) drain(ctx context.Context, c *chain) (n int, err error) {
 	b, skip, depth := c.take(ctx, r)
 	if b == nil {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
-		b, err = r.store.Claim(cctx, stores.ClaimParams{Limit: r.cfg.BatchSize, Now: r.cfg.Clock.Now(), Unordered: r.cfg.Unordered, PerKey: r.cfg.PerKey})
+		b, err = r.store.Claim(cctx, r.claimParams())
 		cancel()
 	}
 	res := BatchResult{ClaimElapsed: time.Since(start)}

@@ -145,6 +145,13 @@ type ClaimParams struct {
 	// may always take heads only); it never takes a record past one it
 	// left out.
 	PerKey int
+	// Pipelined says, in ordered mode with PerKey above one, that the
+	// relay's publisher keeps key order by itself
+	// (publishers.OrderKeeper), so a key's run goes out in one call
+	// rather than one record per round trip. A store may then take fewer
+	// keys with longer runs, which costs it less per record, where
+	// without it more keys make fewer rounds (see sqlkit.HeadLimit).
+	Pipelined bool
 }
 
 // Outcome is what happened to a batch's records.

@@ -6,14 +6,23 @@ package sqlkit
 // behind the heads, RunLength rows each at most.
 
 // HeadLimit is how many heads the key walk of an ordered claim of limit
-// takes: limit, or with runs (perKey > 1) a quarter of it. The cap leaves
+// takes: limit, or with runs (perKey > 1) a quarter of it, a tenth when
+// the runs are pipelined (stores.ClaimParams.Pipelined). The cap leaves
 // keys to a relay's other workers and to other relays, which would
 // otherwise find every key held by one batch when there are about as many
 // keys as a batch takes, and it spreads the walk's cost (a few index probes
-// per key) over the rows of each key's run.
-func HeadLimit(limit, perKey int) int {
-	if perKey <= 1 {
+// per key) over the rows of each key's run. A pipelined run goes out in
+// one call, so fewer, longer runs cost nothing in publish round trips:
+// PostgreSQL, 1,000 keys, NATS fast-ingest batches, ordered ÷ unordered
+// 0.63 → 0.84 with a tenth. Without pipelining each record of a run is a
+// round of publishes, so a quarter (more keys, shorter runs) keeps the
+// rounds few.
+func HeadLimit(limit, perKey int, pipelined bool) int {
+	switch {
+	case perKey <= 1:
 		return limit
+	case pipelined:
+		return max(1, limit/10)
 	}
 	return max(1, limit/4)
 }

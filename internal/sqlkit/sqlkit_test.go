@@ -89,13 +89,16 @@ func TestLoadMigrationsRefusesGapsAndHalves(t *testing.T) {
 }
 
 func TestRunPolicy(t *testing.T) {
-	if got := HeadLimit(1000, 1); got != 1000 {
+	if got := HeadLimit(1000, 1, true); got != 1000 {
 		t.Errorf("HeadLimit heads only: %d", got)
 	}
-	if got := HeadLimit(1000, 1000); got != 250 {
+	if got := HeadLimit(1000, 1000, false); got != 250 {
 		t.Errorf("HeadLimit with runs: %d", got)
 	}
-	if got := HeadLimit(3, 5); got != 1 {
+	if got := HeadLimit(1000, 1000, true); got != 100 {
+		t.Errorf("HeadLimit with pipelined runs: %d", got)
+	}
+	if got := HeadLimit(3, 5, true); got != 1 {
 		t.Errorf("HeadLimit of a tiny batch: %d", got)
 	}
 	if got := UnkeyedRoom(9, true); got != 5 {
