@@ -23,7 +23,11 @@ type fastRoute struct {
 // fast-ingest batches ("" when they can) and the streams they go to, or
 // the error that kept it from finding out.
 func (p *Publisher) fastStreams(ctx context.Context) (why string, routes []fastRoute, err error) {
-	if v := p.nc.ConnectedServerVersion(); !versionAtLeast(v, 2, 14, 0) {
+	v := p.nc.ConnectedServerVersion()
+	if v == "" {
+		return "", nil, errNoServerYet
+	}
+	if !versionAtLeast(v, 2, 14, 0) {
 		return fmt.Sprintf("nats-server %s: fast-ingest batches need 2.14.0 or later", v), nil, nil
 	}
 	cfgs, why, err := p.streamConfigs(ctx)

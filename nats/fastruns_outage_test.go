@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/logtest"
 	"github.com/outboxgo/outbox/internal/tcpproxy"
 	"github.com/outboxgo/outbox/internal/testkit/natstest"
 	outboxnats "github.com/outboxgo/outbox/nats"
@@ -173,5 +175,44 @@ func TestFastKeyRunsTokenRotatedIsMisconfigured(t *testing.T) {
 		if !publishers.IsMisconfigured(err) || publishers.IsUnavailable(err) || publishers.IsPermanent(err) {
 			t.Fatalf("message %d: got %v, want Misconfigured", i, err)
 		}
+	}
+}
+
+// A publisher started while its server is down (RetryOnFailedConnect, as
+// a relay restarted during an outage) cannot tell the server's version:
+// it asks again once connected, and takes the batches then, rather than
+// taking the unknown version for one too old.
+func TestFastKeyRunsPublisherStartedBeforeItsServer(t *testing.T) {
+	srv := natstest.StartServer(t, "")
+	srv.Shutdown()
+	var logs logtest.Buffer
+	pub := newPublisher(t, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: "kr", Stream: "KR", FastKeyRuns: true,
+		ReconnectWait: 20 * time.Millisecond, Options: []nats.Option{nats.RetryOnFailedConnect(true)},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	defer pub.Close()
+	if pub.KeepsKeyOrder() {
+		t.Fatal("KeepsKeyOrder is true before the publisher reached its server")
+	}
+	if got := logs.String(); strings.Contains(got, "need 2.14.0") || !strings.Contains(got, "cannot tell") {
+		t.Errorf("want a warning that it cannot tell yet, got:\n%s", got)
+	}
+	srv.Start()
+	ctx := context.Background()
+	for deadline := time.Now().Add(time.Minute); ; {
+		err := pub.SetupStream(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SetupStream a minute after the server started: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the reconnection
+	}
+	if !pub.KeepsKeyOrder() {
+		t.Fatalf("KeepsKeyOrder is false once connected to a server that can; log:\n%s", logs.String())
+	}
+	publishOK(t, pub, keyed(3, "a", "b"))
+	if outboxnats.FastBatches(pub) == 0 {
+		t.Fatal("no fast-ingest batch once connected")
 	}
 }

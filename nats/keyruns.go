@@ -137,7 +137,11 @@ func (p *Publisher) KeepsKeyOrder() bool {
 // batches ("" when they can) and the shortest run worth a batch on their
 // streams, or the error that kept it from finding out.
 func (p *Publisher) atomicStreams(ctx context.Context) (why string, minRun int, err error) {
-	if v := p.nc.ConnectedServerVersion(); !versionAtLeast(v, 2, 12, 1) {
+	v := p.nc.ConnectedServerVersion()
+	if v == "" {
+		return "", 0, errNoServerYet
+	}
+	if !versionAtLeast(v, 2, 12, 1) {
 		return fmt.Sprintf("nats-server %s: atomic batches with Nats-Msg-Id need 2.12.1 or later", v), 0, nil
 	}
 	cfgs, why, err := p.streamConfigs(ctx)
@@ -201,6 +205,10 @@ func (p *Publisher) streamConfigs(ctx context.Context) (cfgs []jetstream.StreamC
 	}
 	return cfgs, "", nil
 }
+
+// errNoServerYet is why KeepsKeyOrder cannot tell before the publisher's
+// first connection (nats.RetryOnFailedConnect): it asks again later.
+var errNoServerYet = errors.New("not connected to a server yet, so its version is unknown")
 
 // versionAtLeast reports whether the server version v ("2.12.1",
 // "2.14.0-beta") is at least major.minor.patch.
