@@ -56,6 +56,10 @@ func newNATS(t *testing.T) *natsBroker {
 	if err == nil {
 		sc := st.CachedInfo().Config
 		sc.MaxMsgSize = 32 << 10 // a refusal by the broker itself, after the publisher sent it
+		// As SetupStream makes it: the relay's publisher then keeps key
+		// order itself with fast-ingest batches, its default on 2.14+,
+		// and the relay pipelines each key's run.
+		sc.AllowBatchPublish = true
 		_, err = b.js.UpdateStream(ctx, sc)
 	}
 	if err != nil {
