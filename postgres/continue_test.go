@@ -26,16 +26,7 @@ func TestResumeFailsOnceTheSessionEnded(t *testing.T) {
 	for i := range evs {
 		evs[i] = outbox.Message{ID: outbox.NewID(), Topic: "orders", Key: "k1", CreatedAt: time.Now()}
 	}
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.New(b.pg, nil).Enqueue(ctx, tx, evs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	enqueue(t, b, evs...)
 	p := stores.ClaimParams{Limit: 16, Now: time.Now().Add(time.Hour), PerKey: 4}
 	b1, err := b.store.Claim(ctx, p)
 	if err != nil {
@@ -125,16 +116,7 @@ func TestContinueAfterAWalkThatTookEveryKey(t *testing.T) {
 						Payload: fmt.Appendf(nil, "%d", i), CreatedAt: time.Now()})
 				}
 			}
-			tx, err := b.pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := outbox.New(b.pg, nil).Enqueue(ctx, tx, evs...); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			enqueue(t, b, evs...)
 			// Heads of 16/4 = 4 keys.
 			p := stores.ClaimParams{Limit: 16, Now: time.Now().Add(time.Hour), PerKey: 4}
 			b1, err := b.store.Claim(ctx, p)
