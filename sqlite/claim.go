@@ -140,7 +140,7 @@ func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, 
 // seq is its head again, where the next claim starts.
 func (s *Store) claimOrdered(ctx context.Context, tx *wtx, token, until, now int64, limit, perKey int) ([]scanned, error) {
 	cursor := s.cursor.Get()
-	// A quarter even for pipelined runs: the tenth, which PostgreSQL's
+	// A quarter even for pipelined runs: a tenth, which PostgreSQL's
 	// walk gains from, claimed no faster here (BenchmarkClaimOrdered,
 	// 1,000 keys: 58-78 k events/s against 62-87 k, 100 keys the same).
 	keyed := sqlkit.HeadLimit(limit, perKey, false)

@@ -95,8 +95,10 @@ func TestRunPolicy(t *testing.T) {
 	if got := HeadLimit(1000, 1000, false); got != 250 {
 		t.Errorf("HeadLimit with runs: %d", got)
 	}
-	if got := HeadLimit(1000, 1000, true); got != 100 {
-		t.Errorf("HeadLimit with pipelined runs: %d", got)
+	for _, c := range []struct{ limit, want int }{{1000, 50}, {10000, 500}, {100, 25}, {50, 12}} {
+		if got := HeadLimit(c.limit, 1000, true); got != c.want {
+			t.Errorf("HeadLimit of %d with pipelined runs: %d, want %d", c.limit, got, c.want)
+		}
 	}
 	if got := HeadLimit(3, 5, true); got != 1 {
 		t.Errorf("HeadLimit of a tiny batch: %d", got)
