@@ -168,9 +168,9 @@
 // (relay and in-process server, R1 file stream, 1,000-event calls), a
 // batch per key cost 22–31 µs of CPU an event over 1,000 keys against
 // 15–20 for a batch per stream, and no less over 10 keys. Where
-// nats-server is 2.14 or later, FastKeyRuns is the one to choose: it
-// stages nothing, where AtomicKeyRuns costs an R1 file stream a synced
-// staging store per batch.
+// nats-server is 2.14 or later, FastKeyRuns, the default, is the one to
+// keep: it stages nothing, where AtomicKeyRuns costs an R1 file stream a
+// synced staging store per batch.
 //
 // With PublisherConfig.AtomicKeyRuns it does, where JetStream can
 // (nats-server 2.12.1 or later, every stream of the publisher's subjects
