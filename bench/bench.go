@@ -143,6 +143,18 @@ type Report struct {
 	Failures []string       `json:"failures,omitempty"`
 }
 
+// fastKeyRuns is the NATS publisher's fast_key_runs URL setting the
+// options amount to: true, false or auto.
+func (o Options) fastKeyRuns() string {
+	switch {
+	case o.FastKeyRuns:
+		return "true"
+	case o.NoKeyRuns:
+		return "false"
+	}
+	return "auto"
+}
+
 type runner struct {
 	o   Options
 	rep *Report
@@ -182,7 +194,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
 		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
-		"fast_key_runs": map[bool]string{true: "true", false: map[bool]string{true: "false", false: "auto"}[o.NoKeyRuns]}[o.FastKeyRuns],
+		"fast_key_runs": o.fastKeyRuns(),
 	}}
 	r := &runner{o: o, rep: rep}
 	steps := []struct {
