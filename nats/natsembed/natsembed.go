@@ -104,9 +104,30 @@ func (s *Server) Shutdown() {
 	if s.srv == nil {
 		return
 	}
+	settle(s.srv)
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
 	s.srv = nil
+}
+
+// settleWithin bounds how long Shutdown lets JetStream API requests in
+// flight finish.
+const settleWithin = 5 * time.Second
+
+// settle returns once the server has answered the JetStream API requests it
+// received, or after settleWithin. A stream the server creates while it
+// shuts down is never stopped (nats-server 2.15: its store's goroutines
+// outlive the server and its files are not flushed): a relay interrupted
+// while it sets its stream up would leave one behind.
+func settle(srv *server.Server) {
+	deadline := time.Now().Add(settleWithin)
+	for time.Now().Before(deadline) {
+		jsi, err := srv.Jsz(&server.JSzOptions{})
+		if err != nil || jsi.Disabled || jsi.API.Inflight == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling the server's own counter
+	}
 }
 
 // Restart starts the server again on the same port and store directory,

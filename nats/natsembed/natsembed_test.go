@@ -3,6 +3,7 @@ package natsembed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -86,6 +87,57 @@ func TestRestartKeepsPortAndData(t *testing.T) {
 	// Restart while up works too.
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A client interrupted while it creates a stream (a relay stopped during
+// its stream set-up) leaves the request with the server; Shutdown lets the
+// server answer it, so the stream is whole after a restart and none of its
+// goroutines outlives the server.
+func TestShutdownWhileStreamsAreCreated(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := natsembed.Start(ctx, natsembed.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const streams = 5
+	for i := range streams {
+		cfg := fmt.Sprintf(`{"name":"S%d","subjects":["s%d.>"],"storage":"file"}`, i, i)
+		// No reply awaited: the requests are the server's once Flush returns.
+		if err := nc.Publish(fmt.Sprintf("$JS.API.STREAM.CREATE.S%d", i), []byte(cfg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	srv.Shutdown()
+	goleak.VerifyNone(t, before)
+
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, err = nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range streams {
+		if _, err := js.Stream(ctx, fmt.Sprintf("S%d", i)); err != nil {
+			t.Errorf("stream S%d after the restart: %v", i, err)
+		}
 	}
 }
 
