@@ -120,13 +120,18 @@ func timeDrain(b *testing.B, r *relay.Relay, n int, report func(elapsed time.Dur
 	}
 }
 
-// benchDrain writes b.N events, then times relays draining them. newPub
-// makes each relay's publisher; nil means JetStream.
+// benchDrain writes b.N events over 1,000 keys, then times relays
+// draining them. newPub makes each relay's publisher; nil means JetStream.
 func benchDrain(b *testing.B, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {
+	benchDrainKeys(b, 1000, relays, delay, newPub, cfg)
+}
+
+// benchDrainKeys is benchDrain over keys keys.
+func benchDrainKeys(b *testing.B, keys, relays int, delay time.Duration, newPub func(*testing.B, *bundle) publishers.Publisher, cfg *relay.Config) {
 	bd := setup(b)
 	ctx := context.Background()
 	n := b.N
-	seed(b, bd, n, 1000)
+	seed(b, bd, n, keys)
 	if newPub == nil {
 		newPub = func(b *testing.B, bd *bundle) publishers.Publisher { return bd.publisher(b) }
 	}

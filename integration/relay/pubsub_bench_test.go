@@ -2,8 +2,11 @@ package relay_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,13 +20,24 @@ import (
 	"github.com/outboxgo/outbox/relay"
 )
 
+// pubsubKeys are BenchmarkDrainPubSub's key counts.
+var pubsubKeys = flag.String("pubsub-keys", "1000", "BenchmarkDrainPubSub's key counts, comma-separated")
+
 // BenchmarkDrainPubSub drains a backlog of b.N events from PostgreSQL to
-// Google's Pub/Sub emulator, unordered and ordered (1,000 keys, ordering
-// keys on), beside Google's own client publishing as many messages
-// asynchronously in batches of 1,000, in the same run.
+// Google's Pub/Sub emulator, unordered and ordered (ordering keys on), over
+// each of -pubsub-keys keys, beside Google's own client publishing as many
+// messages asynchronously in batches of 1,000, in the same run.
 //
-//	go test -run '^$' -bench DrainPubSub -benchtime 20000x ./relay/
+//	go test -run '^$' -bench DrainPubSub -benchtime 20000x ./relay/ -pubsub-keys 1,10,1000
 func BenchmarkDrainPubSub(b *testing.B) {
+	var keyCounts []int
+	for _, f := range strings.Split(*pubsubKeys, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			b.Fatalf("-pubsub-keys %q: %q is not a positive number", *pubsubKeys, f)
+		}
+		keyCounts = append(keyCounts, k)
+	}
 	host := os.Getenv("PUBSUB_EMULATOR_HOST")
 	if host == "" {
 		host = "127.0.0.1:8085"
@@ -50,20 +64,12 @@ func BenchmarkDrainPubSub(b *testing.B) {
 		})
 		return name
 	}
-	for _, mode := range []string{"unordered", "ordered"} {
-		b.Run(mode, func(b *testing.B) {
-			prefix := fmt.Sprintf("%s%d-", mode, time.Now().UnixNano())
-			topic(b, prefix)
-			benchDrain(b, 1, 0, func(b *testing.B, _ *bundle) publishers.Publisher {
-				p, err := pubsubpub.NewPublisher(context.Background(), &pubsubpub.PublisherConfig{Project: project, TopicPrefix: prefix,
-					NoOrdering: mode == "unordered"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = p.Close() })
-				return p
-			}, &relay.Config{Unordered: mode == "unordered"})
-		})
+	for _, keys := range keyCounts {
+		for _, mode := range []string{"unordered", "ordered"} {
+			b.Run(fmt.Sprintf("keys=%d/%s", keys, mode), func(b *testing.B) {
+				drainPubSub(b, project, keys, mode == "unordered", topic)
+			})
+		}
 	}
 	b.Run("raw client", func(b *testing.B) {
 		tp := client.Publisher(topic(b, fmt.Sprintf("raw%d-", time.Now().UnixNano())))
@@ -86,4 +92,24 @@ func BenchmarkDrainPubSub(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 	})
+}
+
+// drainPubSub is one case of BenchmarkDrainPubSub: a topic of its own,
+// made with topic.
+func drainPubSub(b *testing.B, project string, keys int, unordered bool, topic func(*testing.B, string) string) {
+	mode := "ordered"
+	if unordered {
+		mode = "unordered"
+	}
+	prefix := fmt.Sprintf("%s%d-%d-", mode, keys, time.Now().UnixNano())
+	topic(b, prefix)
+	benchDrainKeys(b, keys, 1, 0, func(b *testing.B, _ *bundle) publishers.Publisher {
+		p, err := pubsubpub.NewPublisher(context.Background(), &pubsubpub.PublisherConfig{Project: project, TopicPrefix: prefix,
+			NoOrdering: unordered})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = p.Close() })
+		return p
+	}, &relay.Config{Unordered: unordered})
 }
