@@ -28,7 +28,7 @@ import (
 // Keyed rows are claimed key by key (see keyedSQL): each key's head only,
 // so a key never has two rows in flight from two batches and never one out
 // of turn, and with p.PerKey at most a quarter of p.Limit keys at first,
-// a twentieth with p.Pipelined (see sqlkit.HeadLimit). Keys are visited
+// a hundredth with p.Pipelined (see sqlkit.HeadLimit). Keys are visited
 // round-robin from where the last claim stopped, so no key starves.
 // Unkeyed rows take up to half the room the heads left (all of it without p.PerKey), by due time — with
 // p.PerKey, half of what the most heads leave in the walk's round trip,

@@ -56,7 +56,7 @@
 // Work divides among relays by key: each claim takes heads its peers do not
 // hold, visiting keys round-robin so none starves, and at first at most a
 // quarter of a batch's size of them, so that a peer finds keys too (on
-// PostgreSQL a twentieth when the publisher keeps key order by itself, whose
+// PostgreSQL a hundredth when the publisher keeps key order by itself, whose
 // runs cost no publish rounds, and more when the runs behind them leave
 // room in the batch: many keys of a few events each). A batch that finds
 // few keys takes long runs of each, so one busy key moves at the broker's

@@ -95,7 +95,7 @@ func TestRunPolicy(t *testing.T) {
 	if got := HeadLimit(1000, 1000, false); got != 250 {
 		t.Errorf("HeadLimit with runs: %d", got)
 	}
-	for _, c := range []struct{ limit, want int }{{1000, 50}, {10000, 500}, {100, 25}, {50, 12}} {
+	for _, c := range []struct{ limit, want int }{{1000, 10}, {10000, 100}, {100, 10}, {20, 5}} {
 		if got := HeadLimit(c.limit, 1000, true); got != c.want {
 			t.Errorf("HeadLimit of %d with pipelined runs: %d, want %d", c.limit, got, c.want)
 		}
