@@ -31,6 +31,8 @@ type Relay struct {
 	// wakes hands wake-ups to the workers; made by New and never written
 	// after: Wake may run at any time, concurrently with Start.
 	wakes *waker
+	// linger is lingerInterval; a test may lengthen it before Start.
+	linger time.Duration
 
 	mu      sync.Mutex
 	started bool
@@ -63,7 +65,7 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 		}
 	}
 	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
-		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers)}
+		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers), linger: lingerInterval}
 	r.order = orderkeep.New(pub, c.Clock.Now())
 	return r, nil
 }

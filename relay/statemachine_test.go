@@ -140,6 +140,50 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 	}
 }
 
+// TestOneEventAmongManyClaimsAgainSoon: a claim that finds one event just
+// after one that found more (events a few milliseconds apart, whose
+// NOTIFYs the writers pace away) is followed by another claim soon, with no
+// wake-up; one that finds one event streamGap or more after the last find
+// waits for a wake-up, as at a trickle (here for ever: the poll interval
+// and the linger are an hour).
+func TestOneEventAmongManyClaimsAgainSoon(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		gap    time.Duration // between the two claims that find events
+		claims int64
+	}{
+		{"events streaming", 0, 3}, // 2 events, then 1, then none
+		{"a trickle", streamGap, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := clocktest.New(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
+			r, s, p := newMem(t, Config{PollInterval: time.Hour, Workers: 1, Unordered: true, Clock: clock})
+			r.linger = time.Hour
+			var once sync.Once
+			p.set(func(_ context.Context, m []outbox.Message) []error {
+				once.Do(func() {
+					// The next event commits while the first batch is out.
+					s.add(msgs(1, "")...)
+					clock.Advance(c.gap)
+				})
+				return make([]error, len(m))
+			})
+			s.add(msgs(2, "")...)
+			if err := r.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer stop(t, r)
+			w := r.wakes.workers[0]
+			eventually(t, "the events published and the worker waiting out the hour", func() bool {
+				return len(published(s)) == 3 && time.Duration(w.idle.Load()) == time.Hour && len(w.ch) == 0
+			})
+			if got := r.Stats().Claims; got != c.claims {
+				t.Errorf("%d claims, want %d", got, c.claims)
+			}
+		})
+	}
+}
+
 // TestStopWaitsForInFlightBatch: Stop returns only after the batch being
 // published is acknowledged and marked.
 func TestStopWaitsForInFlightBatch(t *testing.T) {
