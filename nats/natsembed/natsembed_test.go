@@ -22,16 +22,24 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// A message stored before a restart is still there after it, on the same
-// URL, and a client that reconnects forever finds the server again.
-func TestRestartKeepsPortAndData(t *testing.T) {
+// start starts a server on a free port and a store directory of the
+// test's, shut down when the test ends; ctx bounds the test's calls.
+func start(t *testing.T) (context.Context, *natsembed.Server) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	srv, err := natsembed.Start(ctx, natsembed.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	t.Cleanup(srv.Shutdown)
+	return ctx, srv
+}
+
+// A message stored before a restart is still there after it, on the same
+// URL, and a client that reconnects forever finds the server again.
+func TestRestartKeepsPortAndData(t *testing.T) {
+	ctx, srv := start(t)
 	url := srv.URL()
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") || strings.HasSuffix(url, ":4222") {
 		t.Fatalf("URL %q: want a free port on 127.0.0.1", url)
@@ -96,13 +104,7 @@ func TestRestartKeepsPortAndData(t *testing.T) {
 // goroutines outlives the server.
 func TestShutdownWhileStreamsAreCreated(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := natsembed.Start(ctx, natsembed.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	ctx, srv := start(t)
 	nc, err := nats.Connect(srv.URL())
 	if err != nil {
 		t.Fatal(err)
