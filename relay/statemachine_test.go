@@ -143,22 +143,31 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 // TestOneEventAmongManyClaimsAgainSoon: a claim that finds one event just
 // after one that found more (events a few milliseconds apart, whose
 // NOTIFYs the writers pace away) is followed by another claim soon, with no
-// wake-up; one that finds one event streamGap or more after the last find
-// waits for a wake-up, as at a trickle (here for ever: the poll interval
-// and the linger are an hour).
+// wake-up, and so is one that finds none, until streamGap has passed since
+// the last find; a claim that finds one event streamGap or more after the
+// last find waits for a wake-up, as at a trickle (here for ever: the poll
+// interval and the linger are an hour). Each claim takes the test's clock
+// on by streamLinger.
 func TestOneEventAmongManyClaimsAgainSoon(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		gap    time.Duration // between the two claims that find events
+		gap    time.Duration // added between the two claims that find events
 		claims int64
 	}{
-		{"events streaming", 0, 3}, // 2 events, then 1, then none
+		// Claims at 0 (2 events), 2 ms (1 event), then 4, 6 (none, within
+		// 5 ms of the find at 2 ms) and 8 (none, and no longer streaming).
+		{"events streaming", 0, 5},
+		// Claims at 0 (2 events) and 7 ms (1 event, 7 ms after the first).
 		{"a trickle", streamGap, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clock := clocktest.New(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
 			r, s, p := newMem(t, Config{PollInterval: time.Hour, Workers: 1, Unordered: true, Clock: clock})
 			r.linger = time.Hour
+			s.beforeClaim = func(context.Context) error {
+				clock.Advance(streamLinger)
+				return nil
+			}
 			var once sync.Once
 			p.set(func(_ context.Context, m []outbox.Message) []error {
 				once.Do(func() {

@@ -16,13 +16,15 @@ import (
 // lingerInterval is how soon a worker claims again after the backlog ran dry.
 const lingerInterval = 25 * time.Millisecond
 
-// A worker whose claim found one event claims again after streamLinger,
-// instead of waiting for a wake-up or lingerInterval, when its previous
-// claim that found events began less than streamGap before: events then
-// come faster than NOTIFYs are paced (one per NotifyDebounce), and the
-// next is likely committed by then. At 1,000 ev/s this took the p50 from
-// 3.8 to 2.5 ms; at 100 ev/s, where events are further apart than
-// streamGap, it would only add an empty claim per event.
+// A worker whose claim found one event or none claims again after
+// streamLinger, instead of waiting for a wake-up or lingerInterval, when
+// its last claim that found events began less than streamGap before:
+// events then come faster than NOTIFYs are paced (one per NotifyDebounce),
+// and the next is likely committed soon. At 1,000 ev/s this took the p50
+// from 3.9 to 2.5 ms and the p99 from 10–10.9 to 5.9–6.6 ms, at 300 ev/s
+// the p50 from 5.6 to 3.5 ms; at 100 ev/s, where a worker's finds are
+// further apart than streamGap, it changes nothing (a rule without the gap
+// added an empty claim per event there).
 const (
 	streamGap    = 5 * time.Millisecond
 	streamLinger = 2 * time.Millisecond
@@ -113,6 +115,13 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			// Events a few milliseconds apart: the next one is likely
 			// committed in a moment, and its NOTIFY likely paced away.
 			storeFailures, busy = 0, false
+			idle = min(r.cfg.PollInterval, streamLinger)
+		case n == 0 && streaming:
+			// The same, and the next one not committed yet: look again
+			// until streamGap has passed since the last find. busy is
+			// kept, so that a backlog that ran dry is still looked at
+			// once more after the linger.
+			storeFailures = 0
 			idle = min(r.cfg.PollInterval, streamLinger)
 		case n == 1:
 			// A trickle: the next event's NOTIFY wakes this worker, and
