@@ -31,8 +31,11 @@ type Relay struct {
 	// wakes hands wake-ups to the workers; made by New and never written
 	// after: Wake may run at any time, concurrently with Start.
 	wakes *waker
-	// linger is lingerInterval; a test may lengthen it before Start.
+	// linger is lingerInterval, and now time.Now, for the workers'
+	// pacing, which runs on timers, not on Config.Clock; a test may
+	// replace them before Start.
 	linger time.Duration
+	now    func() time.Time
 
 	mu      sync.Mutex
 	started bool
@@ -65,7 +68,8 @@ func New(store stores.Store, pub publishers.Publisher, cfg *Config) (*Relay, err
 		}
 	}
 	r := &Relay{store: store, pub: pub, cfg: c, log: c.Logger, brk: newBreaker(c.OutageBackoff),
-		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers), linger: lingerInterval}
+		failures: newFailureLog(c.Logger, c.Clock), wakes: newWaker(c.Workers),
+		linger: lingerInterval, now: time.Now}
 	r.order = orderkeep.New(pub, c.Clock.Now())
 	return r, nil
 }

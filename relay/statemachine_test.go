@@ -162,8 +162,8 @@ func TestOneEventAmongManyClaimsAgainSoon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clock := clocktest.New(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
-			r, s, p := newMem(t, Config{PollInterval: time.Hour, Workers: 1, Unordered: true, Clock: clock})
-			r.linger = time.Hour
+			r, s, p := newMem(t, Config{PollInterval: time.Hour, Workers: 1, Unordered: true})
+			r.linger, r.now = time.Hour, clock.Now
 			s.beforeClaim = func(context.Context) error {
 				clock.Advance(streamLinger)
 				return nil

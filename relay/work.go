@@ -60,7 +60,7 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			return
 		default:
 		}
-		began := r.cfg.Clock.Now()
+		began := r.now()
 		n, err := r.drain(ctx, &c)
 		streaming := began.Sub(found) < streamGap
 		if n > 0 {
