@@ -154,10 +154,11 @@ func TestOneEventAmongManyClaimsAgainSoon(t *testing.T) {
 		gap    time.Duration // added between the two claims that find events
 		claims int64
 	}{
-		// Claims at 0 (2 events), 2 ms (1 event), then 4, 6 (none, within
-		// 5 ms of the find at 2 ms) and 8 (none, and no longer streaming).
-		{"events streaming", 0, 5},
-		// Claims at 0 (2 events) and 7 ms (1 event, 7 ms after the first).
+		// Claims at 0 (2 events) and 1 × streamLinger (1 event), then
+		// empty ones at 2, 3, … × streamLinger, the last the first that
+		// begins streamGap or more after the find.
+		{"events streaming", 0, 2 + int64((streamGap+streamLinger-1)/streamLinger)},
+		// Claims at 0 (2 events) and streamLinger + streamGap (1 event).
 		{"a trickle", streamGap, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
