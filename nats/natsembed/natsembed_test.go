@@ -22,6 +22,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// connect connects to url, for the test's life, and returns its JetStream.
+func connect(t *testing.T, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // start starts a server on a free port and a store directory of the
 // test's, shut down when the test ends; ctx bounds the test's calls.
 func start(t *testing.T) (context.Context, *natsembed.Server) {
@@ -44,15 +59,7 @@ func TestRestartKeepsPortAndData(t *testing.T) {
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") || strings.HasSuffix(url, ":4222") {
 		t.Fatalf("URL %q: want a free port on 127.0.0.1", url)
 	}
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connect(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +79,10 @@ func TestRestartKeepsPortAndData(t *testing.T) {
 		t.Fatalf("after Restart: running %v, URL %q; want running on %q", srv.Running(), srv.URL(), url)
 	}
 	// The client reconnects; poll until the stream answers.
-	var msg *jetstream.RawStreamMsg
+	var (
+		msg *jetstream.RawStreamMsg
+		err error
+	)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		msg, err = func() (*jetstream.RawStreamMsg, error) {
@@ -127,15 +137,7 @@ func TestShutdownWhileStreamsAreCreated(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	nc, err = nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connect(t, srv.URL())
 	for i := range streams {
 		if _, err := js.Stream(ctx, fmt.Sprintf("S%d", i)); err != nil {
 			t.Errorf("stream S%d after the restart: %v", i, err)
