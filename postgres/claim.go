@@ -30,7 +30,8 @@ import (
 // of turn, and with p.PerKey at most a quarter of p.Limit keys at first,
 // a hundredth with p.Pipelined (see sqlkit.HeadLimit). Keys are visited
 // round-robin from where the last claim stopped, so no key starves.
-// Unkeyed rows take up to half the room the heads left (all of it without p.PerKey), by due time — with
+// Unkeyed rows take up to half the room the heads left (all of it without
+// p.PerKey), by due time — with
 // p.PerKey, half of what the most heads leave in the walk's round trip,
 // and the rest of their share after it only if that much was found; then, with
 // p.PerKey, the rest goes to the runs after the heads claimed — the first

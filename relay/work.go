@@ -112,17 +112,16 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 				r.wakes.peer(w)
 			}
 			continue
-		case n == 1 && streaming:
+		case n <= 1 && streaming:
 			// Events a few milliseconds apart: the next one is likely
-			// committed in a moment, and its NOTIFY likely paced away.
-			storeFailures, busy = 0, false
-			idle = min(r.cfg.PollInterval, streamLinger)
-		case n == 0 && streaming:
-			// The same, and the next one not committed yet: look again
-			// until streamGap has passed since the last find. busy is
-			// kept, so that a backlog that ran dry is still looked at
-			// once more after the linger.
+			// committed in a moment, and its NOTIFY likely paced away;
+			// look again until streamGap has passed since the last find.
+			// A claim that found none keeps busy, so that a backlog that
+			// ran dry is still looked at once more after the linger.
 			storeFailures = 0
+			if n == 1 {
+				busy = false
+			}
 			idle = min(r.cfg.PollInterval, streamLinger)
 		case n == 1:
 			// A trickle: the next event's NOTIFY wakes this worker, and
