@@ -474,11 +474,6 @@ func (c *call) oneByOne(queues [][]int) {
 func (c *call) follow(idx []int, cause error) {
 	for _, i := range idx {
 		m := &c.msgs[i]
-		if publishers.IsUnavailable(cause) || publishers.IsMisconfigured(cause) {
-			c.errs[i] = publishers.NotSent(fmt.Errorf("nats publish %s: not sent after an earlier message of its key failed: %w", m.ID, cause))
-			continue
-		}
-		c.errs[i] = publishers.NotSent(fmt.Errorf("nats publish %s to %q: not sent: an earlier message of its key in this call failed: %v",
-			m.ID, c.p.subject(m.Topic), redacted(cause)))
+		c.errs[i] = publishers.NotSentAfter(fmt.Sprintf("nats publish %s to %q", m.ID, c.p.subject(m.Topic)), redacted(cause))
 	}
 }

@@ -17,6 +17,7 @@ package publishers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -141,6 +142,19 @@ func NotSent(err error) error {
 		return nil
 	}
 	return &classified{err: err, kind: ErrNotSent}
+}
+
+// NotSentAfter is the error of a message not sent because an earlier
+// message of its key failed with cause; what names the message (e.g.
+// "redis publish <ID>"). It is NotSent, and also Unavailable or
+// Misconfigured when cause is — an outage or a refusal is the follower's
+// too — but not Permanent: a message the broker refuses for good says
+// nothing of the next one.
+func NotSentAfter(what string, cause error) error {
+	if IsUnavailable(cause) || IsMisconfigured(cause) {
+		return NotSent(fmt.Errorf("%s: not sent after an earlier message of its key failed: %w", what, cause))
+	}
+	return NotSent(fmt.Errorf("%s: not sent after an earlier message of its key failed: %v", what, cause))
 }
 
 // IsNotSent reports whether err says the message was not sent, because an
