@@ -20,10 +20,7 @@ func testOversizeFailsAlone(t *testing.T, env Env) {
 		t.Skip("Env.MaxPayload is 0")
 	}
 	p := open(t, env)
-	keeps := false
-	if k, ok := p.(publishers.OrderKeeper); ok {
-		keeps = k.KeepsKeyOrder()
-	}
+	keeps := keepsOrder(p)
 	k, j := messages(env.Topic, "k", 5, 100), messages(env.Topic, "j", 5, 100)
 	const bad = 2
 	k[bad].Payload = make([]byte, env.MaxPayload+1)

@@ -26,7 +26,17 @@ func open(t *testing.T, env Env) publishers.Publisher {
 			t.Errorf("Close at cleanup: %v", err)
 		}
 	})
+	keepsOrder(p)
 	return p
+}
+
+// keepsOrder asks p whether it keeps key order (publishers.OrderKeeper),
+// as a relay does when it starts: a publisher that says yes publishes a
+// key's messages differently from then on, and the cases see it as a
+// relay uses it.
+func keepsOrder(p publishers.Publisher) bool {
+	k, ok := p.(publishers.OrderKeeper)
+	return ok && k.KeepsKeyOrder()
 }
 
 // messages returns n messages to topic, all with key, payloads of size bytes.

@@ -40,6 +40,7 @@ func testRefused(t *testing.T, env Env, r Refusal) {
 		return
 	}
 	t.Cleanup(func() { _ = p.Close() })
+	keepsOrder(p)
 	c, ok := p.(publishers.Checker)
 	if !ok {
 		t.Fatalf("%T does not implement publishers.Checker", p)
