@@ -31,8 +31,9 @@ func TestCheckWithoutMulti(t *testing.T) {
 
 // TestKeyPermissions: key permissions depend on the topics, so Check does
 // not judge them; a message for a stream the user may not write fails as
-// Misconfigured (not as the message's fault), one for a stream it may
-// write is appended, and Check left no entry behind.
+// Misconfigured (not as the message's fault), alone or in a key's run,
+// one for a stream it may write is appended, and Check left no entry
+// behind.
 func TestKeyPermissions(t *testing.T) {
 	s := startPrivateRedis(t)
 	user := s.url(s.addUser(t, "keys", "~allowed:*", "+@all"), 0)
@@ -44,12 +45,18 @@ func TestKeyPermissions(t *testing.T) {
 		if err := p.Check(ctx); err != nil {
 			t.Fatalf("prefix %q: Check: %v", prefix, err)
 		}
-		err := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: testTopic}})[0]
-		switch {
-		case prefix == "allowed:" && err != nil:
-			t.Errorf("allowed stream: %v", err)
-		case prefix == "other:" && (!publishers.IsMisconfigured(err) || publishers.IsPermanent(err) || publishers.IsUnavailable(err)):
-			t.Errorf("forbidden stream: got %v, want an error classified Misconfigured only", err)
+		if !p.KeepsKeyOrder() {
+			t.Fatalf("prefix %q: KeepsKeyOrder() = false", prefix)
+		}
+		msgs := []outbox.Message{{ID: outbox.NewID(), Topic: testTopic},
+			{ID: outbox.NewID(), Topic: testTopic, Key: "k"}, {ID: outbox.NewID(), Topic: testTopic, Key: "k"}}
+		for i, err := range p.Publish(ctx, msgs) {
+			switch {
+			case prefix == "allowed:" && err != nil:
+				t.Errorf("allowed stream, message %d: %v", i, err)
+			case prefix == "other:" && (!publishers.IsMisconfigured(err) || publishers.IsPermanent(err) || publishers.IsUnavailable(err)):
+				t.Errorf("forbidden stream, message %d: got %v, want an error classified Misconfigured", i, err)
+			}
 		}
 	}
 	keys, err := s.admin.Keys(ctx, "*").Result()
@@ -59,8 +66,8 @@ func TestKeyPermissions(t *testing.T) {
 	if len(keys) != 1 || keys[0] != "allowed:"+testTopic {
 		t.Errorf("keys %v, want only allowed:%s (Check appends nothing)", keys, testTopic)
 	}
-	if n, _ := s.admin.XLen(ctx, "allowed:"+testTopic).Result(); n != 1 {
-		t.Errorf("allowed:%s holds %d entries, want 1", testTopic, n)
+	if n, _ := s.admin.XLen(ctx, "allowed:"+testTopic).Result(); n != 3 {
+		t.Errorf("allowed:%s holds %d entries, want 3", testTopic, n)
 	}
 }
 

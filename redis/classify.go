@@ -29,6 +29,10 @@ var misconfiguredPrefixes = []string{
 	"ERR invalid DB index",
 	"ERR SELECT is not allowed in cluster mode",
 	"ERR Protocol error: unauthenticated", // a long command before AUTH
+	// A command of the publisher's script refused by the ACL (its command
+	// or its key): Redis 7.2+, then 7.0.
+	"ERR ACL failure in script",
+	"ERR The user executing the script can't",
 }
 
 // classify marks an error of a go-redis command the way Publish marks its

@@ -9,12 +9,8 @@ import (
 	"github.com/outboxgo/outbox/publishers"
 )
 
-// replyError is a Redis error reply, as go-redis returns it.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
+// TestClassify: the classes of Redis's replies (serverError stands for
+// one, as go-redis returns it) and of other errors.
 func TestClassify(t *testing.T) {
 	const (
 		unmarked = iota
@@ -25,20 +21,23 @@ func TestClassify(t *testing.T) {
 		err  error
 		want int
 	}{
-		{replyError("WRONGPASS invalid username-password pair or user is disabled."), misconfigured},
-		{fmt.Errorf("failed to authenticate: %w", replyError("WRONGPASS invalid username-password pair")), misconfigured},
-		{replyError("NOAUTH Authentication required."), misconfigured},
-		{replyError("NOPERM this user has no permissions to run the 'xadd' command"), misconfigured},
-		{replyError("ERR AUTH <password> called without any password configured for the default user."), misconfigured},
-		{fmt.Errorf("failed to initialize connection options: %w", replyError("ERR DB index is out of range")), misconfigured},
-		{replyError("ERR invalid DB index"), misconfigured},
-		{replyError("ERR Protocol error: unauthenticated multibulk length"), misconfigured},
-		{replyError("LOADING Redis is loading the dataset in memory"), unavailable},
-		{replyError("READONLY You can't write against a read only replica."), unavailable},
+		{serverError("WRONGPASS invalid username-password pair or user is disabled."), misconfigured},
+		{fmt.Errorf("failed to authenticate: %w", serverError("WRONGPASS invalid username-password pair")), misconfigured},
+		{serverError("NOAUTH Authentication required."), misconfigured},
+		{serverError("NOPERM this user has no permissions to run the 'xadd' command"), misconfigured},
+		{serverError("ERR AUTH <password> called without any password configured for the default user."), misconfigured},
+		{fmt.Errorf("failed to initialize connection options: %w", serverError("ERR DB index is out of range")), misconfigured},
+		{serverError("ERR invalid DB index"), misconfigured},
+		{serverError("ERR Protocol error: unauthenticated multibulk length"), misconfigured},
+		{serverError("ERR ACL failure in script: User keys has no permissions to access the 'other:events' key"), misconfigured},
+		{serverError("ERR The user executing the script can't run this command or subcommand"), misconfigured},
+		{serverError("ERR The user executing the script can't access at least one of the keys mentioned in the command"), misconfigured},
+		{serverError("LOADING Redis is loading the dataset in memory"), unavailable},
+		{serverError("READONLY You can't write against a read only replica."), unavailable},
 		{io.EOF, unavailable},
 		{errors.New("dial tcp: connection refused"), unavailable},
 		{fmt.Errorf("%w: reply %q", errNotAppended, "QUEUED"), unavailable},
-		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), unmarked},
+		{serverError("WRONGTYPE Operation against a key holding the wrong kind of value"), unmarked},
 	} {
 		err := classify(c.err)
 		got := unmarked

@@ -47,6 +47,14 @@ type PublisherConfig struct {
 	// minus 1 KiB.
 	MaxPayload int
 
+	// NoKeyRuns turns key runs off: KeepsKeyOrder reports false, every
+	// message is an XADD of its own, and the relay keeps one event of a
+	// key in flight. By default (false) the publisher keeps each key's
+	// order by itself wherever it can (one server, a user who may run
+	// EVAL; see KeepsKeyOrder), and the relay sends a batch's events of a
+	// key in one call.
+	NoKeyRuns bool
+
 	// Logger receives the publisher's logs. Default: discarded. (go-redis
 	// logs through its own process-wide logger, redis.SetLogger: a main
 	// program's decision.)

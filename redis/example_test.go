@@ -71,7 +71,7 @@ func ExampleConfigFromURL() {
 	fmt.Println(err)
 	// Output:
 	// events: 100000
-	// redis publisher: URL redis://relay:xxxxx@redis.internal:6379/2?stream_prefx=events:: unknown parameter "stream_prefx" (the publisher reads stream_prefix, maxlen and max_payload; go-redis its connection options, see redis.ParseURL)
+	// redis publisher: URL redis://relay:xxxxx@redis.internal:6379/2?stream_prefx=events:: unknown parameter "stream_prefx" (the publisher reads stream_prefix, maxlen, max_payload and key_runs; go-redis its connection options, see redis.ParseURL)
 }
 
 // The consumer's side: a Subscriber reads the stream through a consumer

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -31,11 +32,17 @@ type Publisher struct {
 	rdb       goredis.UniversalClient
 	ownClient bool
 
+	keyRuns   atomic.Int32           // runsUnknown until KeepsKeyOrder found out
+	noRunsWhy atomic.Pointer[string] // why KeepsKeyOrder last said no, once logged
+
 	mu     sync.RWMutex // held shared while sending, exclusively by Close
 	closed bool
 }
 
-var _ publishers.Publisher = (*Publisher)(nil)
+var (
+	_ publishers.Publisher   = (*Publisher)(nil)
+	_ publishers.OrderKeeper = (*Publisher)(nil)
+)
 
 // NewPublisher returns a Publisher configured by cfg (nil: every
 // default). It makes a client from cfg.URL unless cfg.Client is set; it
@@ -75,8 +82,12 @@ func (p *Publisher) stream(topic string) string {
 }
 
 // Publish appends msgs to their streams in one pipeline and returns one
-// error per message, nil when Redis appended it. See the package
-// documentation for how errors are classified.
+// error per message, nil when Redis appended it. Once KeepsKeyOrder has
+// said yes, the messages of a key that has more than one in the call go
+// as one run (the script appendRun, in the same pipeline), which stops at
+// the first that fails: the key's later messages fail as
+// publishers.NotSent, unsent. See the package documentation for how
+// errors are classified.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
@@ -96,31 +107,45 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		return errs
 	}
+	runs := p.keyRuns.Load() == runsOn
+	vals := make([][]any, len(msgs))
+	var keyed map[string][]int // with runs: each key's messages to send, in order
+	var failed map[string]int  // with runs: a key's first message refused here
+	var keys []string          // with runs: the keys of keyed, in call order
+	if runs {
+		keyed, failed = make(map[string][]int), make(map[string]int)
+	}
 	pipe := p.rdb.Pipeline()
 	cmds := make([]*goredis.StringCmd, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
-		if len(m.Payload) > p.cfg.MaxPayload {
-			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: %w: %d bytes, limit %d", m.ID, ErrTooLarge, len(m.Payload), p.cfg.MaxPayload))
+		if first, ok := failed[m.Key]; ok {
+			errs[i] = publishers.NotSentAfter(fmt.Sprintf("redis publish %s", m.ID), errs[first])
 			continue
 		}
-		headers, err := headersField(m)
-		if err != nil {
-			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: headers: %w", m.ID, err))
+		if vals[i], errs[i] = p.fields(m); errs[i] != nil {
+			if runs && m.Key != "" {
+				failed[m.Key] = i
+			}
 			continue
 		}
-		// The headers are one bulk string too: over the server's
-		// proto-max-bulk-len, Redis would close the connection, failing
-		// the whole pipeline as an outage at every retry.
-		if len(headers) > p.cfg.MaxPayload {
-			errs[i] = publishers.Permanent(fmt.Errorf("redis publish %s: %w: headers are %d bytes of JSON, limit %d", m.ID, ErrTooLarge, len(headers), p.cfg.MaxPayload))
+		if runs && m.Key != "" {
+			if _, ok := keyed[m.Key]; !ok {
+				keys = append(keys, m.Key)
+			}
+			keyed[m.Key] = append(keyed[m.Key], i)
 			continue
 		}
-		args := &goredis.XAddArgs{Stream: p.stream(m.Topic), ID: "*", Values: values(m, headers)}
-		if p.cfg.MaxLen > 0 {
-			args.MaxLen, args.Approx = p.cfg.MaxLen, true
+		cmds[i] = p.xadd(ctx, pipe, m, vals[i])
+	}
+	var queued []run
+	for _, k := range keys {
+		idx := keyed[k]
+		if len(idx) == 1 {
+			cmds[idx[0]] = p.xadd(ctx, pipe, &msgs[idx[0]], vals[idx[0]])
+			continue
 		}
-		cmds[i] = pipe.XAdd(ctx, args)
+		queued = append(queued, p.queueRun(ctx, pipe, msgs, idx, vals))
 	}
 	if pipe.Len() == 0 {
 		return errs
@@ -142,7 +167,39 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			errs[i] = classify(fmt.Errorf("redis publish %s to stream %q: %w", msgs[i].ID, p.stream(msgs[i].Topic), err))
 		}
 	}
+	for _, r := range queued {
+		p.result(r, msgs, errs, execErr)
+	}
 	return errs
+}
+
+// fields returns the fields of m's entry (see values), or the error of a
+// message the publisher does not send: a payload or headers too large,
+// or headers that do not marshal (permanent).
+func (p *Publisher) fields(m *outbox.Message) ([]any, error) {
+	if len(m.Payload) > p.cfg.MaxPayload {
+		return nil, publishers.Permanent(fmt.Errorf("redis publish %s: %w: %d bytes, limit %d", m.ID, ErrTooLarge, len(m.Payload), p.cfg.MaxPayload))
+	}
+	headers, err := headersField(m)
+	if err != nil {
+		return nil, publishers.Permanent(fmt.Errorf("redis publish %s: headers: %w", m.ID, err))
+	}
+	// The headers are one bulk string too: over the server's
+	// proto-max-bulk-len, Redis would close the connection, failing the
+	// whole pipeline as an outage at every retry.
+	if len(headers) > p.cfg.MaxPayload {
+		return nil, publishers.Permanent(fmt.Errorf("redis publish %s: %w: headers are %d bytes of JSON, limit %d", m.ID, ErrTooLarge, len(headers), p.cfg.MaxPayload))
+	}
+	return values(m, headers), nil
+}
+
+// xadd queues the XADD of m, whose fields are vals.
+func (p *Publisher) xadd(ctx context.Context, pipe goredis.Pipeliner, m *outbox.Message, vals []any) *goredis.StringCmd {
+	args := &goredis.XAddArgs{Stream: p.stream(m.Topic), ID: "*", Values: vals}
+	if p.cfg.MaxLen > 0 {
+		args.MaxLen, args.Approx = p.cfg.MaxLen, true
+	}
+	return pipe.XAdd(ctx, args)
 }
 
 // notAppended is the error of an XADD that returned no entry ID: reply is

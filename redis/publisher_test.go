@@ -43,41 +43,47 @@ func TestWrongTypeFailsAlone(t *testing.T) {
 	}
 }
 
-// TestMaxLen: with MaxLen the stream is trimmed to about MaxLen entries.
+// TestMaxLen: with MaxLen the stream is trimmed to about MaxLen entries,
+// by lone XADDs and by a key's runs alike.
 func TestMaxLen(t *testing.T) {
 	rdb := connect(t)
-	prefix := newPrefix(t, rdb)
-	p := newPublisher(t, redis.PublisherConfig{URL: redisURL(), StreamPrefix: prefix, MaxLen: 10})
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	for range 5 {
-		msgs := make([]outbox.Message, 500)
-		for i := range msgs {
-			msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: testTopic, Payload: []byte("x")}
+	for _, key := range []string{"", "k"} {
+		prefix := newPrefix(t, rdb)
+		p := newPublisher(t, redis.PublisherConfig{URL: redisURL(), StreamPrefix: prefix, MaxLen: 10})
+		defer p.Close()
+		if !p.KeepsKeyOrder() {
+			t.Fatal("KeepsKeyOrder() = false on the shared Redis")
 		}
-		for i, err := range p.Publish(ctx, msgs) {
-			if err != nil {
-				t.Fatalf("message %d: %v", i, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		for range 5 {
+			msgs := make([]outbox.Message, 500)
+			for i := range msgs {
+				msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: testTopic, Key: key, Payload: []byte("x")}
+			}
+			for i, err := range p.Publish(ctx, msgs) {
+				if err != nil {
+					t.Fatalf("key %q, message %d: %v", key, i, err)
+				}
 			}
 		}
-	}
-	n, err := rdb.XLen(ctx, prefix+testTopic).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// MAXLEN ~ trims whole macro nodes (100 entries by default).
-	if n >= 2500 || n < 10 {
-		t.Errorf("stream holds %d entries, want about 10 (at most a few hundred)", n)
+		n, err := rdb.XLen(ctx, prefix+testTopic).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// MAXLEN ~ trims whole macro nodes (100 entries by default).
+		if n >= 2500 || n < 10 {
+			t.Errorf("key %q: stream holds %d entries, want about 10 (at most a few hundred)", key, n)
+		}
 	}
 }
 
 func TestConfigFromURL(t *testing.T) {
-	cfg, err := redis.ConfigFromURL("redis://bob:s3cret@h:6379/2?stream_prefix=app:&maxlen=1000&max_payload=4096&dial_timeout=2s")
+	cfg, err := redis.ConfigFromURL("redis://bob:s3cret@h:6379/2?stream_prefix=app:&maxlen=1000&max_payload=4096&key_runs=false&dial_timeout=2s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.StreamPrefix != "app:" || cfg.MaxLen != 1000 || cfg.MaxPayload != 4096 {
+	if cfg.StreamPrefix != "app:" || cfg.MaxLen != 1000 || cfg.MaxPayload != 4096 || !cfg.NoKeyRuns {
 		t.Errorf("cfg %+v", cfg)
 	}
 	if cfg.URL != "redis://bob:s3cret@h:6379/2?dial_timeout=2s" {
@@ -95,6 +101,7 @@ func TestConfigFromURL(t *testing.T) {
 		"redis://bob:s3cret@h/0?maxlen=-1":              "maxlen",
 		"redis://bob:s3cret@h/0?max_payload=-5":         "max_payload",
 		"redis://bob:s3cret@h/0?max_payload=1k":         "max_payload",
+		"redis://bob:s3cret@h/0?key_runs=sometimes":     "key_runs",
 		"redis://bob:s3cret@h/0?dial_timeout=soon":      "dial_timeout",
 		"rediss://bob:s3cret@h/0?stream_prefix=a&b=2&c": `"b", "c"`,
 	} {

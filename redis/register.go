@@ -25,6 +25,7 @@ var params = []backend.Param{
 	{Name: paramStreamPrefix, Default: "", Usage: "prefix of every stream key: topic T goes to the stream stream_prefix+T", Flag: true},
 	{Name: paramMaxLen, Default: "0", Usage: "trim each stream to about this many entries at every XADD (0: never trim)"},
 	{Name: paramMaxPayload, Default: strconv.Itoa(DefaultMaxPayload), Usage: "largest payload (and headers' JSON) in bytes; a larger message fails for good, unsent"},
+	{Name: paramKeyRuns, Default: "true", Usage: "keep each key's order in the publisher (a script per key run), so the relay sends a key's events together; false: one at a time"},
 	{Name: "dial_timeout", Default: "5s", Usage: "go-redis: how long a connection may take to open"},
 	{Name: "read_timeout", Default: "5s", Usage: "go-redis: how long a reply may take (a publish's own deadline bounds it too)"},
 	{Name: "write_timeout", Default: "read_timeout", Usage: "go-redis: how long a write may take"},

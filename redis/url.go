@@ -17,11 +17,12 @@ const (
 	paramStreamPrefix = "stream_prefix"
 	paramMaxLen       = "maxlen"
 	paramMaxPayload   = "max_payload"
+	paramKeyRuns      = "key_runs"
 )
 
 // ConfigFromURL parses a redis:// or rediss:// URL into a PublisherConfig:
 // the publisher's own query parameters (stream_prefix, maxlen,
-// max_payload; see the package documentation) set its fields and are
+// max_payload, key_runs; see the package documentation) set its fields and are
 // removed from PublisherConfig.URL; go-redis's (dial_timeout,
 // read_timeout, max_retries, … see redis.ParseURL) stay in the URL for
 // the client. Any other parameter is an error that names it. Errors never
@@ -53,7 +54,14 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 		}
 		cfg.MaxPayload = n
 	}
-	for _, k := range []string{paramStreamPrefix, paramMaxLen, paramMaxPayload} {
+	if v := q.Get(paramKeyRuns); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fail("%s %q: want true or false", paramKeyRuns, v)
+		}
+		cfg.NoKeyRuns = !on
+	}
+	for _, k := range []string{paramStreamPrefix, paramMaxLen, paramMaxPayload, paramKeyRuns} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()
@@ -103,8 +111,8 @@ func urlError(rawURL string, err error) error {
 		if strings.Contains(names, ", ") {
 			what += "s"
 		}
-		msg = fmt.Sprintf("%s %s (the publisher reads %s, %s and %s; go-redis its connection options, see redis.ParseURL)",
-			what, quoteList(names), paramStreamPrefix, paramMaxLen, paramMaxPayload)
+		msg = fmt.Sprintf("%s %s (the publisher reads %s, %s, %s and %s; go-redis its connection options, see redis.ParseURL)",
+			what, quoteList(names), paramStreamPrefix, paramMaxLen, paramMaxPayload, paramKeyRuns)
 	}
 	return fmt.Errorf("redis publisher: URL %s: %s", redact.URL(rawURL), msg)
 }
