@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +139,9 @@ func benchDrainKeys(b *testing.B, keys, relays int, delay time.Duration, newPub 
 		newPub = func(b *testing.B, bd *bundle) publishers.Publisher { return bd.publisher(b) }
 	}
 	cfg.PollInterval = 10 * time.Millisecond
+	var parts batchParts
+	cfg.Hooks.AfterComplete = parts.add
+	defer parts.report(b)
 	var rs []*relay.Relay
 	for range relays {
 		pub := newPub(b, bd)
@@ -191,4 +197,50 @@ func benchDrainKeys(b *testing.B, keys, relays int, delay time.Duration, newPub 
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
+}
+
+// batchParts sums where the batches of a drain spent their time
+// (relay.BatchResult), for the benchmark to report per batch.
+type batchParts struct {
+	mu                        sync.Mutex
+	batches, events           int
+	claim, publish, completed time.Duration
+}
+
+func (p *batchParts) add(res relay.BatchResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.batches++
+	p.events += res.Claimed
+	p.claim += res.ClaimElapsed
+	p.publish += res.PublishElapsed
+	p.completed += res.CompleteElapsed
+}
+
+// report reports the batches' mean size and the mean time of each part.
+func (p *batchParts) report(b *testing.B) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.batches == 0 {
+		return
+	}
+	n := float64(p.batches)
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 / n }
+	b.ReportMetric(float64(p.events)/n, "events/batch")
+	b.ReportMetric(ms(p.claim), "claim-ms/batch")
+	b.ReportMetric(ms(p.publish), "publish-ms/batch")
+	b.ReportMetric(ms(p.completed), "complete-ms/batch")
+}
+
+// parseKeyCounts reads a benchmark flag's comma-separated key counts.
+func parseKeyCounts(b *testing.B, name, value string) []int {
+	var counts []int
+	for _, f := range strings.Split(value, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			b.Fatalf("-%s %q: %q is not a positive number", name, value, f)
+		}
+		counts = append(counts, k)
+	}
+	return counts
 }

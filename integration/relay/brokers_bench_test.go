@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -17,26 +18,34 @@ import (
 	"github.com/outboxgo/outbox/relay"
 )
 
+// brokersKeys are BenchmarkDrainBrokers' key counts.
+var brokersKeys = flag.String("brokers-keys", "1000", "BenchmarkDrainBrokers' key counts, comma-separated")
+
 // BenchmarkDrainBrokers drains a backlog of b.N events from PostgreSQL to
-// each broker the project publishes to, unordered and ordered (1,000 keys):
-// Kafka on kfake (in-process), RabbitMQ and Redis on the local servers.
-// NATS is BenchmarkDrain.
+// each broker the project publishes to, unordered and ordered, over each
+// of -brokers-keys keys: Kafka on kfake (in-process), RabbitMQ and Redis
+// on the local servers (Redis with and without key runs). NATS is
+// BenchmarkDrain.
 //
-//	go test -run '^$' -bench DrainBrokers -benchtime 50000x ./relay/
+//	go test -run '^$' -bench DrainBrokers -benchtime 50000x ./relay/ -brokers-keys 10,1000
 func BenchmarkDrainBrokers(b *testing.B) {
+	keyCounts := parseKeyCounts(b, "brokers-keys", *brokersKeys)
 	brokers := []struct {
 		name string
 		pub  func(b *testing.B, _ *bundle) publishers.Publisher
 	}{
 		{"kafka", kafkaBench},
 		{"rabbitmq", rabbitBench},
-		{"redis", redisBench},
+		{"redis", func(b *testing.B, _ *bundle) publishers.Publisher { return redisBench(b, false) }},
+		{"redis-no-key-runs", func(b *testing.B, _ *bundle) publishers.Publisher { return redisBench(b, true) }},
 	}
 	for _, br := range brokers {
-		for _, mode := range []string{"unordered", "ordered"} {
-			b.Run(br.name+"/"+mode, func(b *testing.B) {
-				benchDrain(b, 1, 0, br.pub, &relay.Config{Unordered: mode == "unordered"})
-			})
+		for _, keys := range keyCounts {
+			for _, mode := range []string{"unordered", "ordered"} {
+				b.Run(fmt.Sprintf("%s/keys=%d/%s", br.name, keys, mode), func(b *testing.B) {
+					benchDrainKeys(b, keys, 1, 0, br.pub, &relay.Config{Unordered: mode == "unordered"})
+				})
+			}
 		}
 	}
 }
@@ -65,10 +74,12 @@ func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
 	return p
 }
 
-func redisBench(b *testing.B, _ *bundle) publishers.Publisher {
+// redisBench is a Redis publisher on a stream of its own; noKeyRuns is
+// its PublisherConfig.NoKeyRuns (a key's events then go one at a time).
+func redisBench(b *testing.B, noKeyRuns bool) publishers.Publisher {
 	testenv.RequireTCP(b, "Redis at 127.0.0.1:6379", "127.0.0.1:6379")
 	prefix := fmt.Sprintf("outbox-bench-%d:", time.Now().UnixNano())
-	p, err := redispub.NewPublisher(&redispub.PublisherConfig{URL: "redis://127.0.0.1:6379/0", StreamPrefix: prefix})
+	p, err := redispub.NewPublisher(&redispub.PublisherConfig{URL: "redis://127.0.0.1:6379/0", StreamPrefix: prefix, NoKeyRuns: noKeyRuns})
 	if err != nil {
 		b.Fatal(err)
 	}

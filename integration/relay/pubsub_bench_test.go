@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,14 +28,7 @@ var pubsubKeys = flag.String("pubsub-keys", "1000", "BenchmarkDrainPubSub's key 
 //
 //	go test -run '^$' -bench DrainPubSub -benchtime 20000x ./relay/ -pubsub-keys 1,10,1000
 func BenchmarkDrainPubSub(b *testing.B) {
-	var keyCounts []int
-	for _, f := range strings.Split(*pubsubKeys, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || k < 1 {
-			b.Fatalf("-pubsub-keys %q: %q is not a positive number", *pubsubKeys, f)
-		}
-		keyCounts = append(keyCounts, k)
-	}
+	keyCounts := parseKeyCounts(b, "pubsub-keys", *pubsubKeys)
 	host := os.Getenv("PUBSUB_EMULATOR_HOST")
 	if host == "" {
 		host = "127.0.0.1:8085"
