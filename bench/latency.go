@@ -24,7 +24,8 @@ const schedHeader = "Bench-Sched"
 // send times are scheduled up front (rate × duration events) and each
 // event carries its scheduled time; a JetStream consumer records when it
 // receives it. Latency is receive time − scheduled time, so a writer or
-// relay that falls behind is charged for it (no coordinated omission). The
+// relay that falls behind is charged for it (no coordinated omission);
+// Options.LatencyPoisson spaces them as a Poisson process. The
 // relay is the default configuration (ordered, 2 workers, batch 1,000);
 // events have one of 1,000 keys. Modes: the hand-written LISTEN/NOTIFY
 // relay (handListen), the reference; ours with LISTEN/NOTIFY wake-ups on;
@@ -43,7 +44,11 @@ func (r *runner) latency(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%d ev/s, %s: %w", rate, m.name, err)
 			}
-			res.Case = fmt.Sprintf("%5d ev/s, %s", rate, m.name)
+			arrivals := ""
+			if r.o.LatencyPoisson {
+				arrivals = " Poisson"
+			}
+			res.Case = fmt.Sprintf("%5d ev/s%s, %s", rate, arrivals, m.name)
 			r.add(res)
 		}
 	}
@@ -162,8 +167,9 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 	}
 	cpu := startCPU()
 	start := time.Now().Add(10 * time.Millisecond)
+	sched := schedule(n, rate, r.o.LatencyPoisson)
 	for i := range n {
-		t := start.Add(time.Duration(float64(i) * float64(time.Second) / float64(rate)))
+		t := start.Add(sched[i])
 		if d := time.Until(t); d > 0 {
 			time.Sleep(d)
 		}
@@ -188,7 +194,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 	mu.Lock()
 	defer mu.Unlock()
 	res := Result{Workload: "latency",
-		Params: map[string]any{"rate": rate, "reference": m.hand, "listen": m.listen, "poll_ms": m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
+		Params: map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": m.hand, "listen": m.listen, "poll_ms": m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
 		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
 			"commit_p50_ms": pct(commits, 50), "commit_p99_ms": pct(commits, 99),
 			"committed_per_s": float64(n) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
@@ -206,6 +212,25 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 		return Result{}, fmt.Errorf("received none of %d events", n)
 	}
 	return res, nil
+}
+
+// schedule returns the send times of n events at rate per second, from
+// the cell's start: evenly spaced, or with poisson the arrivals of a
+// Poisson process (exponential gaps; the same seed for every cell, so that
+// the reference and our relay get the same bursts).
+func schedule(n, rate int, poisson bool) []time.Duration {
+	out := make([]time.Duration, n)
+	rng := rand.New(rand.NewPCG(uint64(rate), 2))
+	var at float64 // seconds, Poisson
+	for i := range out {
+		if !poisson {
+			out[i] = time.Duration(i) * time.Second / time.Duration(rate)
+			continue
+		}
+		at += rng.ExpFloat64() / float64(rate)
+		out[i] = time.Duration(at * float64(time.Second))
+	}
+	return out
 }
 
 // startLatencyRelay starts our relay for a latency cell and, with
