@@ -36,7 +36,11 @@ type Config struct {
 	// short linger, find those events). PostgreSQL takes a global lock at
 	// the commit of a notifying transaction and holds it through the WAL
 	// flush, so notifying on every transaction serializes concurrent
-	// writers (see docs/relay.md for the figures). Default 10ms.
+	// writers (see docs/relay.md for the figures). Each NOTIFY's payload
+	// says how long, in microseconds, its process may now enqueue without
+	// notifying: "0", or the interval from the one that took the last
+	// token; relays look for events every few milliseconds during such a
+	// spell only (Store.ListenQuiet). Default 10ms.
 	NotifyDebounce time.Duration
 	// NotifyEveryTx sends the NOTIFY with every enqueueing transaction,
 	// whatever NotifyDebounce says: the lowest latency, at the cost above.

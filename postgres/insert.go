@@ -33,8 +33,10 @@ const (
 // can commit in the other order.) The InitPlan gate makes the locks come
 // before any row is formed and takes its seq.
 //
-// With notify, a pg_notify in the same statement wakes relays at commit.
-func insertSQL(c Config, n int, notify, keyed bool) string {
+// With a notice (see notifier.notice), a pg_notify in the same statement
+// wakes relays at commit, the notice its payload.
+func insertSQL(c Config, n int, notice string, keyed bool) string {
+	notify := notice != ""
 	nm := c.names()
 	var b strings.Builder
 	var ctes []string
@@ -94,7 +96,9 @@ func insertSQL(c Config, n int, notify, keyed bool) string {
 	if notify {
 		b.WriteString("SELECT pg_notify('")
 		b.WriteString(nm.channel)
-		b.WriteString("', '')")
+		b.WriteString("', '")
+		b.WriteString(notice)
+		b.WriteString("')")
 	} else {
 		b.WriteString(ins.String())
 	}
@@ -167,31 +171,45 @@ const notifyBurst = 10
 var monoStart = time.Now()
 
 func (n *notifier) sql(msgs []outbox.Message) string {
-	return insertSQL(n.cfg, len(msgs), n.shouldNotify(), keyed(msgs))
+	return insertSQL(n.cfg, len(msgs), n.notice(), keyed(msgs))
 }
 
-func (n *notifier) shouldNotify() bool {
-	return n.allow(int64(time.Since(monoStart)))
+// notice is the payload of this enqueue's NOTIFY, "" for none: how long,
+// in microseconds, this process may now enqueue without notifying — "0"
+// while its bucket holds a token for the next enqueue, NotifyDebounce once
+// this enqueue took the last one. A relay that reads a non-zero notice
+// looks for events every few milliseconds during that spell, since their
+// commits announce nothing (see stores.QuietListener).
+func (n *notifier) notice() string {
+	ok, quiet := n.allow(int64(time.Since(monoStart)))
+	if !ok {
+		return ""
+	}
+	return strconv.FormatInt(quiet.Microseconds(), 10)
 }
 
 // allow takes a token at now (nanoseconds since monoStart) if the bucket
-// has one.
-func (n *notifier) allow(now int64) bool {
+// has one; quiet is NotifyDebounce when that was the last token (the
+// next enqueues within it will not notify), zero otherwise.
+func (n *notifier) allow(now int64) (ok bool, quiet time.Duration) {
 	if n.cfg.DisableNotify {
-		return false
+		return false, 0
 	}
 	if n.cfg.NotifyEveryTx {
-		return true
+		return true, 0
 	}
 	d := int64(n.cfg.NotifyDebounce)
 	for {
 		tat := n.tat.Load()
 		next := max(tat, now) + d
 		if next-now > notifyBurst*d {
-			return false
+			return false, 0
 		}
 		if n.tat.CompareAndSwap(tat, next) {
-			return true
+			if next-now > (notifyBurst-1)*d {
+				return true, n.cfg.NotifyDebounce
+			}
+			return true, 0
 		}
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/outboxgo/outbox"
@@ -18,6 +19,15 @@ var listenBackoff = outbox.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Se
 // connection is logged (Config.Logger); the relay polls meanwhile, so it
 // costs latency only.
 func (s *Store) Listen(ctx context.Context, wake func()) error {
+	return s.ListenQuiet(ctx, func(time.Duration) { wake() })
+}
+
+// ListenQuiet implements stores.QuietListener: Listen, each wake-up with
+// what its NOTIFY's payload says (see Config.NotifyDebounce): how long its
+// writer may now enqueue without notifying, in microseconds; -1 for an
+// empty or foreign payload (the SQL function enqueue, Replay, older
+// writers) and for a reconnect.
+func (s *Store) ListenQuiet(ctx context.Context, wake func(quiet time.Duration)) error {
 	failures := 0
 	for ctx.Err() == nil {
 		listening, err := s.listenOnce(ctx, wake)
@@ -43,7 +53,7 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 
 // listenOnce listens until the connection fails; listening says whether it
 // got as far as LISTEN.
-func (s *Store) listenOnce(ctx context.Context, wake func()) (listening bool, err error) {
+func (s *Store) listenOnce(ctx context.Context, wake func(time.Duration)) (listening bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
@@ -56,13 +66,24 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) (listening bool, er
 	if _, err := conn.Exec(ctx, `LISTEN "`+s.nm.channel+`"`); err != nil {
 		return false, err
 	}
-	wake()
+	wake(-1)
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
 			return true, err
 		}
-		wake()
+		wake(quietOf(n.Payload))
 	}
+}
+
+// quietOf reads a NOTIFY's payload as the writer's notice (see
+// notifier.notice): microseconds, or -1 when it is not one.
+func quietOf(payload string) time.Duration {
+	us, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil || us < 0 || us > int64(time.Hour/time.Microsecond) {
+		return -1
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // WakeUps implements stores.Listener.

@@ -13,7 +13,7 @@ func TestNotifierPacing(t *testing.T) {
 	count := func(n *notifier, from time.Duration, every time.Duration, k int) int {
 		got := 0
 		for i := range k {
-			if n.allow(int64(from + time.Duration(i)*every)) {
+			if ok, _ := n.allow(int64(from + time.Duration(i)*every)); ok {
 				got++
 			}
 		}
@@ -28,7 +28,7 @@ func TestNotifierPacing(t *testing.T) {
 		got := 0
 		for i := range 100 {
 			jitter := time.Duration(i%3-1) * 4 * time.Millisecond
-			if n.allow(int64(3*time.Second + time.Duration(i)*d + jitter)) {
+			if ok, _ := n.allow(int64(3*time.Second + time.Duration(i)*d + jitter)); ok {
 				got++
 			}
 		}
@@ -57,4 +57,44 @@ func TestNotifierPacing(t *testing.T) {
 			t.Errorf("DisableNotify: %d of 50 notified", got)
 		}
 	})
+}
+
+// A NOTIFY says how long its writer may now skip NOTIFYs: zero while a
+// token is left for the next enqueue, NotifyDebounce from the one that took
+// the last, and zero again once the bucket refilled.
+func TestNotifierQuiet(t *testing.T) {
+	const d = 10 * time.Millisecond
+	n := &notifier{cfg: Config{NotifyDebounce: d}}
+	now := time.Second
+	for i := range notifyBurst {
+		ok, quiet := n.allow(int64(now))
+		want := time.Duration(0)
+		if i == notifyBurst-1 {
+			want = d
+		}
+		if !ok || quiet != want {
+			t.Fatalf("enqueue %d of a burst: notify %v, quiet %v; want true, %v", i, ok, quiet, want)
+		}
+	}
+	if ok, _ := n.allow(int64(now + d/2)); ok {
+		t.Fatal("an enqueue within NotifyDebounce of the last token notified")
+	}
+	// One token back: it is the last again.
+	if ok, quiet := n.allow(int64(now + d)); !ok || quiet != d {
+		t.Fatalf("the enqueue a NotifyDebounce later: notify %v, quiet %v; want true, %v", ok, quiet, d)
+	}
+	// A second later the bucket is full: the next enqueue leaves tokens.
+	if ok, quiet := n.allow(int64(now + time.Second)); !ok || quiet != 0 {
+		t.Fatalf("after a lull: notify %v, quiet %v; want true, 0", ok, quiet)
+	}
+	fresh := &notifier{cfg: Config{NotifyDebounce: d}}
+	if got := fresh.notice(); got != "0" {
+		t.Errorf("a fresh notifier's notice = %q, want \"0\"", got)
+	}
+	if got := (&notifier{cfg: Config{DisableNotify: true}}).notice(); got != "" {
+		t.Errorf("DisableNotify: notice %q, want none", got)
+	}
+	if _, quiet := (&notifier{cfg: Config{NotifyEveryTx: true}}).allow(int64(now)); quiet != 0 {
+		t.Errorf("NotifyEveryTx: quiet %v, want 0", quiet)
+	}
 }

@@ -231,6 +231,76 @@ func TestListenWakes(t *testing.T) {
 	waitWake(t, woke)
 }
 
+// TestListenQuiet: each wake-up says what its NOTIFY said of the writer's
+// pacing: -1 on connecting, 0 for every enqueue that leaves its process a
+// token for the next, NotifyDebounce for the one that took the last (the
+// next enqueues skip their NOTIFY: none comes for the 11th here), and -1
+// for the SQL function's NOTIFY, which says nothing.
+func TestListenQuiet(t *testing.T) {
+	b := setup(t)
+	cfg := *b.cfg
+	cfg.NotifyDebounce = time.Hour // no token comes back during the test
+	pg, err := postgres.New(b.pool, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	heard := make(chan time.Duration, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.store.ListenQuiet(ctx, func(q time.Duration) { heard <- q })
+	}()
+	defer func() { cancel(); <-done }()
+	next := func() time.Duration {
+		t.Helper()
+		select {
+		case q := <-heard:
+			return q
+		case <-time.After(10 * time.Second):
+			t.Fatal("no wake-up within 10s")
+			return 0
+		}
+	}
+	if q := next(); q != -1 {
+		t.Fatalf("the wake-up on connecting says %v, want -1", q)
+	}
+	ob := outbox.New(pg, nil)
+	for i := range 11 {
+		if err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			return ob.Enqueue(ctx, tx, outbox.Message{Topic: "x", Key: "k"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 {
+			break // the 11th skips its NOTIFY
+		}
+		want := time.Duration(0)
+		if i == 9 {
+			want = time.Hour
+		}
+		if q := next(); q != want {
+			t.Fatalf("enqueue %d's wake-up says %v, want %v", i, q, want)
+		}
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := sqlEnqueue(ctx, tx, b.cfg.Schema, outbox.Message{Topic: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The 11th enqueue's commit sent nothing: the next wake-up is the SQL
+	// function's.
+	if q := next(); q != -1 {
+		t.Fatalf("the SQL function's wake-up says %v, want -1 (the 11th enqueue notified?)", q)
+	}
+}
+
 func waitWake(t *testing.T, woke <-chan struct{}) {
 	t.Helper()
 	select {

@@ -16,7 +16,7 @@ import (
 )
 
 // Store is the relay's store of the outbox table, over the pgx pool of its
-// DB: it implements stores.Store, stores.Listener (LISTEN/NOTIFY) and
+// DB: it implements stores.Store, stores.QuietListener (LISTEN/NOTIFY) and
 // stores.TxClaimer[pgx.Tx] (a claim is a transaction that in-process
 // handlers join). Get it from DB.Store.
 type Store struct {
@@ -32,7 +32,7 @@ type Store struct {
 
 var (
 	_ stores.Store             = (*Store)(nil)
-	_ stores.Listener          = (*Store)(nil)
+	_ stores.QuietListener     = (*Store)(nil)
 	_ stores.TxClaimer[pgx.Tx] = (*Store)(nil)
 )
 

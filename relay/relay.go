@@ -36,6 +36,9 @@ type Relay struct {
 	// replace them before Start.
 	linger time.Duration
 	now    func() time.Time
+	// quiet is what the store's announcements said of unannounced
+	// commits (stores.QuietListener).
+	quiet quietSpells
 
 	mu      sync.Mutex
 	started bool
@@ -104,6 +107,10 @@ func (r *Relay) Start(ctx context.Context) error {
 				}
 				cancel()
 			}()
+			if ql, ok := l.(stores.QuietListener); ok {
+				_ = ql.ListenQuiet(lctx, r.wakeQuiet)
+				return
+			}
 			_ = l.Listen(lctx, r.Wake)
 		})
 	}
@@ -181,6 +188,13 @@ func (r *Relay) Run(ctx context.Context) error {
 // LISTEN/NOTIFY. It is safe to call at any time, from any goroutine, before
 // Start too.
 func (r *Relay) Wake() { r.wakes.wake() }
+
+// wakeQuiet is Wake for an announcement that says how long its writer
+// may now commit unannounced (stores.QuietListener).
+func (r *Relay) wakeQuiet(quiet time.Duration) {
+	r.quiet.hear(r.now(), quiet)
+	r.wakes.wake()
+}
 
 // Stats returns the relay's counters since it was created, and whether it
 // is paused now.

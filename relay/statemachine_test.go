@@ -148,23 +148,36 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 // last find waits for a wake-up, as at a trickle (here for ever: the poll
 // interval and the linger are an hour). Each claim takes the test's clock
 // on by streamLinger.
+//
+// Once the writers' announcements say when commits go unannounced
+// (stores.QuietListener), a claim that finds one event or none is followed
+// by another soon only during a quiet spell too.
 func TestOneEventAmongManyClaimsAgainSoon(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		gap    time.Duration // added between the two claims that find events
+		quiet  time.Duration // heard before the first claim; negative: nothing heard
 		claims int64
 	}{
 		// Claims at 0 (2 events) and 1 × streamLinger (1 event), then
 		// empty ones at 2, 3, … × streamLinger, the last the first that
 		// begins streamGap or more after the find.
-		{"events streaming", 0, 2 + int64((streamGap+streamLinger-1)/streamLinger)},
+		{"events streaming", 0, -1, 2 + int64((streamGap+streamLinger-1)/streamLinger)},
 		// Claims at 0 (2 events) and streamLinger + streamGap (1 event).
-		{"a trickle", streamGap, 2},
+		{"a trickle", streamGap, -1, 2},
+		// The writers announce every commit: no look after either claim.
+		{"events streaming, every commit announced", 0, 0, 2},
+		// A spell until 2 × streamLinger: the claim at streamLinger (1
+		// event) is in it, the empty one at 2 × streamLinger is not.
+		{"events streaming in a short quiet spell", 0, streamLinger, 3},
+		// A trickle in a spell: no look, as without the signal.
+		{"a trickle in a quiet spell", streamGap, time.Hour, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clock := clocktest.New(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
 			r, s, p := newMem(t, Config{PollInterval: time.Hour, Workers: 1, Unordered: true})
 			r.linger, r.now = time.Hour, clock.Now
+			r.quiet.hear(clock.Now(), c.quiet)
 			s.beforeClaim = func(context.Context) error {
 				clock.Advance(streamLinger)
 				return nil

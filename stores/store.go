@@ -101,6 +101,21 @@ type Listener interface {
 	WakeUps() string
 }
 
+// QuietListener is a Listener whose announcements can say that their
+// writer will now commit for a while without announcing: writers that
+// pace their announcements (PostgreSQL's NotifyDebounce) say so with the
+// one after which they start skipping. A relay looks for events every few
+// milliseconds during such a quiet spell, and otherwise waits to be woken.
+type QuietListener interface {
+	Listener
+	// ListenQuiet is Listen whose wake gets, with each announcement, how
+	// long its writer may now commit without announcing: zero when it
+	// announces its next commit too, negative when the announcement does
+	// not say (a writer that predates the signal, or one that announces
+	// every commit and says nothing). A reconnect's wake-up says -1.
+	ListenQuiet(ctx context.Context, wake func(quiet time.Duration)) error
+}
+
 // Batch is a claim. It must end with exactly one Complete or Abort; Abort
 // after Complete is a no-op, so `defer b.Abort(ctx)` is the idiom.
 type Batch interface {
