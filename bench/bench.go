@@ -44,20 +44,20 @@ type Options struct {
 	OutDir string
 	Out    io.Writer // progress and the table; default os.Stdout
 
-	DrainN        int           // events per drain of our relay and of the limits
-	Keys          []int         // key counts of the drain's ordered/unordered pairs; default 1000 (quick: 1, 1000)
-	BaselineN     int           // events per drain of the textbook loop and Watermill
-	WriteFor      time.Duration // per write-path cell
-	LatencyFor    time.Duration // per latency cell
-	LatencyRates  []int         // events/s
+	DrainN       int           // events per drain of our relay and of the limits
+	Keys         []int         // key counts of the drain's ordered/unordered pairs; default 1000 (quick: 1, 1000)
+	BaselineN    int           // events per drain of the textbook loop and Watermill
+	WriteFor     time.Duration // per write-path cell
+	LatencyFor   time.Duration // per latency cell
+	LatencyRates []int         // events/s
 	// LatencyPoisson schedules the latency cells' events as a Poisson
 	// process (exponential gaps, the same seed every run) instead of
 	// evenly: bursts and lulls as independent users make them.
 	LatencyPoisson bool
-	ScaleN        int           // events per scale cell
-	ScaleAckDelay time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
-	HistoryN      int           // published rows kept for the history workload
-	HistoryReps   int           // claims per history cell
+	ScaleN         int           // events per scale cell
+	ScaleAckDelay  time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
+	HistoryN       int           // published rows kept for the history workload
+	HistoryReps    int           // claims per history cell
 }
 
 // Workloads are the names -only accepts, in run order.
