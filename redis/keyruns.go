@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/redact"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -96,7 +97,7 @@ func (p *Publisher) KeepsKeyOrder() bool {
 	}
 	if old := p.noRunsWhy.Swap(&why); old == nil || *old != why {
 		p.log.Info("redis publisher: a key's events go one at a time until Redis runs the publisher's script: "+why,
-			"err", err.Error())
+			"err", redact.Text(err.Error()))
 	}
 	return false
 }
