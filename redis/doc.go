@@ -115,8 +115,9 @@
 // with the user's ACL: a stream the user may not write fails its message
 // as Misconfigured, as it does outside a run. NoKeyRuns (key_runs=false)
 // turns key runs off. A 200,000-event ordered drain from PostgreSQL over
-// one key went from 0.18 to 0.77 × the unordered rate with key runs, over
-// ten keys from 0.35 to 0.64 (docs/benchmarks.md, "Redis").
+// one key went from 0.17–0.18 to 0.74–0.77 × the unordered rate with key
+// runs, over ten keys from 0.35–0.38 to 0.64–0.82 (docs/benchmarks.md,
+// "Redis").
 //
 // # Check
 //
