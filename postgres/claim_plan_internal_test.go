@@ -49,8 +49,9 @@ func TestClaimPlansWithoutStatistics(t *testing.T) {
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), []any{now, 1000, "", "k3"}},
 		{"unkeyed claim", s.unkeyedSQL(false), []any{now, 500}},
 		{"unkeyed claim, after", s.unkeyedSQL(true), []any{now, 500, now.Add(-time.Hour), 10}},
-		{"ordered keyed claim", s.keyedSQL(false), []any{now, 250, "k3"}},
-		{"ordered keyed claim with first runs", s.keyedSQL(true), []any{now, 250, "k3", 1}},
+		{"ordered keyed claim", s.keyedSQL(false, lockInOrder), []any{now, 250, "k3"}},
+		{"ordered keyed claim with first runs", s.keyedSQL(true, lockInOrder), []any{now, 250, "k3", 1}},
+		{"ordered keyed claim with first runs, ranked", s.keyedSQL(true, lockRanked), []any{now, 250, "k3", 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := pool.Begin(ctx)
@@ -132,9 +133,11 @@ func TestClaimGenericPlans(t *testing.T) {
 		sql    string
 		params int
 	}{
-		{"ordered heads", s.keyedSQL(false), 3},
-		{"ordered heads and first runs", s.keyedSQL(true), 4},
-		{"runs", s.runsSQL(), 3},
+		{"ordered heads", s.keyedSQL(false, lockInOrder), 3},
+		{"ordered heads and first runs", s.keyedSQL(true, lockInOrder), 4},
+		{"ordered heads and first runs, ranked", s.keyedSQL(true, lockRanked), 4},
+		{"runs", s.runsSQL(lockInOrder), 3},
+		{"runs, ranked", s.runsSQL(lockRanked), 3},
 		{"range", s.rangeSQL(false), 4},
 		{"range, wrapped", s.rangeSQL(true), 5},
 		{"keys beyond the walk", s.keysBeyondSQL(false), 2},

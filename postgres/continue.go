@@ -24,7 +24,9 @@ var (
 // first row of a key is the key's first pending row after b's, in the
 // continuation's snapshot, and its rows are locked before b ends. Once b
 // has completed, the key's head is the continuation's first row, which it
-// holds. Rows committed later have higher seqs, as for runsSQL.
+// holds. Rows committed later have higher seqs, as for runsSQL. Its runs
+// are locked in order, and ranked when one meets a row another
+// transaction holds (see runLocking).
 func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
 	if !b.continuable || p.Unordered || len(b.ends) == 0 {
 		return nil, nil
@@ -35,6 +37,22 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		// or take the one a fresh claim or a completion needs.
 		return nil, nil
 	}
+	next, err := b.continueIn(ctx, p, lockInOrder)
+	if isLockNotAvailable(err) {
+		// A row after a run is held by another transaction (see
+		// runLocking): continue again, ranking the runs.
+		next, err = b.continueIn(ctx, p, lockRanked)
+	}
+	if err != nil || next == nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// continueIn is one attempt at Continue, in a transaction of its own, its
+// runs locked as locking says. It returns nil when it claimed nothing.
+func (b *batch) continueIn(ctx context.Context, p stores.ClaimParams, locking runLocking) (*batch, error) {
+	s := b.s
 	next, err := s.begin(ctx)
 	if err != nil {
 		return nil, wrap("continue", err)
@@ -42,7 +60,7 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
 	_, err = next.tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
 	if err == nil {
-		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit)
+		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit, locking)
 	}
 	if err != nil {
 		_ = next.Abort(ctx)

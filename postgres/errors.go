@@ -15,3 +15,10 @@ func isSchemaMissing(err error) bool {
 	}
 	return false
 }
+
+// isLockNotAvailable reports whether err is PostgreSQL's
+// lock_not_available: a row locked with NOWAIT was held.
+func isLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
