@@ -80,7 +80,7 @@ func TestHandlersPlanAsTheSessionDoes(t *testing.T) {
 
 // migrated returns the test's pool and a DB on a schema of its own,
 // migrated.
-func migrated(t *testing.T) (*pgxpool.Pool, *DB) {
+func migrated(t testing.TB) (*pgxpool.Pool, *DB) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
