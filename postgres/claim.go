@@ -51,8 +51,10 @@ import (
 // Every statement of the claim is planned once per connection, and its
 // plan suits any state of the table: see plannerSettings.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
-	b, err := s.claimIn(ctx, p, lockInOrder)
-	if isLockNotAvailable(err) {
+	locking := s.runLocking()
+	b, err := s.claimIn(ctx, p, locking)
+	if locking == lockInOrder && isLockNotAvailable(err) {
+		s.rankRuns()
 		b, err = s.claimIn(ctx, p, lockRanked)
 	}
 	if err != nil {
@@ -82,35 +84,61 @@ func (s *Store) claimIn(ctx context.Context, p stores.ClaimParams, locking runLo
 }
 
 // runLocking is how a claim locks the rows of the runs behind the heads it
-// holds.
+// holds, and the rows of the range it reads on along the index when its
+// keys are shallow (see rangeSQL).
 //
 // In normal operation nobody else holds such a row: no ordered claim takes
-// a row of a key without holding the key's head. So lockInOrder locks a
-// run's rows where its range of the (key, seq) index finds them, in seq
-// order, with NOWAIT: one visit to each row, as the unordered claim pays.
-// A few transactions may hold such rows all the same: a continuation that
-// outlives its aborted batch (see Continue), a range claim's locks on the
-// rows of a key whose head it could not take (see rangeSQL), a relay in
+// a row of a key without holding the key's head, and a relay's range
+// starts after the keys its other workers hold (see claim). So lockInOrder
+// locks the rows where the (key, seq) index finds them, in order, with
+// NOWAIT: one visit to each row, as the unordered claim pays. A few
+// transactions may hold such rows all the same: a continuation that
+// outlives its aborted batch (see Continue), a range's locks on rows it
+// read and left out (a key whose head was not due, say), another relay
+// process walking the same keys from a cursor of its own, a relay in
 // unordered mode. Skipping the row would take the ones after it out of
 // turn; NOWAIT fails the statement instead (lock_not_available), and the
 // claim starts again, in a fresh transaction, with lockRanked: each row's
-// rank after its head in the statement's snapshot, read before any row is
+// rank in its key in the statement's snapshot, read before any row is
 // locked, then the rows locked by ctid with SKIP LOCKED, and keepRuns ends
 // each run at the first rank missing. That costs a second visit to each
-// row: over 1,000 keys, 7 to 10 µs of the database's CPU per event claimed
-// and completed, against 3.4 to 3.6 locked in order (2.8 unordered).
+// row: over 1,000 keys, 8.6 µs of the database's CPU per event claimed and
+// completed against 3.7 locked in order (2.6 unordered), and over 100,000
+// keys, where ranges do most of the work, 7.6 against ?? (2.3).
+//
+// After a statement has met such a row, the store's claims and
+// continuations rank for rankedSpell: relays in several processes over
+// the same keys pay for ranked claims, not for a failed statement and a
+// ranked one each time.
 //
 // A row changed since the statement's snapshot by a transaction that has
 // committed since is checked again as it is now, and passed over when no
 // longer pending or gone: only one of those other holders can have done
-// that, and a ranked run whose snapshot came a moment later would pass
-// over it too.
+// that, and a ranked statement whose snapshot came a moment later would
+// pass over it too.
 type runLocking bool
 
 const (
 	lockInOrder runLocking = false
 	lockRanked  runLocking = true
 )
+
+// rankedSpell is how long a store ranks runs after a statement met a row
+// another transaction held (see runLocking).
+const rankedSpell = time.Second
+
+// runLocking returns how the store's claims lock runs now.
+func (s *Store) runLocking() runLocking {
+	if time.Now().UnixNano() < s.rankedUntil.Load() {
+		return lockRanked
+	}
+	return lockInOrder
+}
+
+// rankRuns makes the store's claims rank runs for rankedSpell.
+func (s *Store) rankRuns() {
+	s.rankedUntil.Store(time.Now().Add(rankedSpell).UnixNano())
+}
 
 // claimSettingsSQL sets, for the claim's transaction only, the claim
 // timeout ($1, in ms) and the planner settings its statements are planned
@@ -333,7 +361,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		if room <= 0 {
 			break
 		}
-		last, read, err := s.claimRange(ctx, tx, p.Now, b, wrapped, room, min(p.PerKey, room), after, cursor)
+		last, read, err := s.claimRange(ctx, tx, p.Now, b, wrapped, room, min(p.PerKey, room), after, cursor, locking)
 		if err != nil {
 			return err
 		}
@@ -387,21 +415,34 @@ const maxScans = 3
 // returns the last key it read and how many entries it read; none when it
 // took nothing (its keys' heads held by others, say), and the range then
 // ends.
-func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, bounded bool, n, per int, after, upTo string) (last string, read int64, err error) {
+func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, bounded bool, n, per int, after, upTo string, locking runLocking) (last string, read int64, err error) {
 	args := []any{now.UTC(), n, after, per}
+	if locking == lockInOrder {
+		args = []any{n, after}
+	}
 	if bounded {
 		args = append(args, upTo)
 	}
 	var pb pgx.Batch
-	pb.Queue(s.rangeSQL(bounded), args...)
+	pb.Queue(s.rangeSQL(bounded, locking), args...)
 	sc := newRowScanner(withRank)
-	sc.dst = append(sc.dst, &last, &read)
+	if locking == lockRanked {
+		sc.dst = append(sc.dst, &last, &read)
+	}
+	ranks := ranker(locking)
 	var rows []numbered
 	at := map[string]int{}
 	if err := run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
 		x, err := sc.scan(r)
 		if _, ok := at[x.rec.Key]; !ok {
 			at[x.rec.Key] = len(at)
+		}
+		ranks(&x)
+		if locking == lockInOrder {
+			last, read = x.rec.Key, read+1
+			if x.rank > int64(per) {
+				return err // locked, left out
+			}
 		}
 		rows = append(rows, x)
 		return err
@@ -712,24 +753,45 @@ func (s *Store) keyedSQL(runs bool, locking runLocking) string {
 }
 
 // rangeSQL claims, of the first $2 index entries of pending keyed rows
-// after key $3 (exclusive, and up to $5, inclusive, when bounded), each
-// key's first $4 rows, with their rank in their key (1 for its head) in
-// the statement's snapshot; keepRuns keeps each key's unbroken run from
-// its head, which must be due at $1. One range of the (key, seq) index
-// serves every key, so it suits many keys of a few rows each, where the
-// key walk (keyedSQL) pays a probe per key; a deep key costs it its every
-// entry up to $2.
+// after key $3 (exclusive, and up to the last parameter, inclusive, when
+// bounded), each key's first rows, with their rank in their key (1 for
+// its head) in the statement's snapshot; keepRuns keeps each key's
+// unbroken run from its head, which must be due. One range of the (key,
+// seq) index serves every key, so it suits many keys of a few rows each,
+// where the key walk (keyedSQL) pays a probe per key; a deep key costs it
+// its every entry up to $2.
 //
 // The range starts at a key's first entry (after key $3), so the first
 // row of each key it reads is the key's head in the snapshot, and ranks
-// count from there. Each row is locked where the range found it (its
-// ctid) with SKIP LOCKED; a head another batch holds is missing, and
-// keepRuns passes over its key, so no row is taken out of turn — the same
-// argument as runsSQL's, with the head taken here too. Every row also
-// carries the last key the range read and how many entries it read, for
-// the next range to start after it.
-func (s *Store) rangeSQL(bounded bool) string {
+// count from there.
+//
+// With lockInOrder ($1 the entries, $2 the key after which they start),
+// each row is locked where the range finds it, NOWAIT, with its seq and
+// rank 0 (ranker numbers them): a row another transaction holds — a head
+// another batch took, say — fails the statement, so the first row of each
+// key is its head and no row is passed over (see runLocking). The rows
+// past a key's $4 first, or after a row not due, stay locked, untouched,
+// until the batch ends; claimRange counts what the range read and its last
+// key itself.
+//
+// With lockRanked ($1 the time the heads must be due by, $2 the entries,
+// $3 the key after which they start, $4 the rows of each key at most),
+// the rows are ranked first, and each of a key's first $4 is then locked
+// where the range found it (its ctid) with SKIP LOCKED; a head another
+// batch holds is missing, and keepRuns passes over its key, so no row is
+// taken out of turn — the same argument as runsSQL's, with the head taken
+// here too. Every row also carries the last key the range read and how
+// many entries it read, for the next range to start after it.
+func (s *Store) rangeSQL(bounded bool, locking runLocking) string {
 	t := s.nm.table
+	if locking == lockInOrder {
+		upper := ""
+		if bounded {
+			upper = " AND key <= $3"
+		}
+		return `SELECT ` + recordCols + `, ctid, seq, 0::bigint FROM ` + t + `
+	WHERE status = 0 AND key <> '' AND key > $2` + upper + ` ORDER BY key, seq LIMIT $1 FOR UPDATE NOWAIT`
+	}
 	upper := ""
 	if bounded {
 		upper = " AND key <= $5"

@@ -37,10 +37,12 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		// or take the one a fresh claim or a completion needs.
 		return nil, nil
 	}
-	next, err := b.continueIn(ctx, p, lockInOrder)
-	if isLockNotAvailable(err) {
+	locking := s.runLocking()
+	next, err := b.continueIn(ctx, p, locking)
+	if locking == lockInOrder && isLockNotAvailable(err) {
 		// A row after a run is held by another transaction (see
 		// runLocking): continue again, ranking the runs.
+		s.rankRuns()
 		next, err = b.continueIn(ctx, p, lockRanked)
 	}
 	if err != nil || next == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,10 @@ type Store struct {
 	// walking is held by an ordered claim while it reads keys from the
 	// cursor, so that the next claim starts where it stopped (see claim).
 	walking sync.Mutex
+	// rankedUntil is when claims go back to locking runs in order after
+	// one met a row another transaction held (see runLocking), in Unix
+	// nanoseconds.
+	rankedUntil atomic.Int64
 }
 
 var (
