@@ -102,9 +102,10 @@ func (s *Store) claimIn(ctx context.Context, p stores.ClaimParams, locking runLo
 // rank in its key in the statement's snapshot, read before any row is
 // locked, then the rows locked by ctid with SKIP LOCKED, and keepRuns ends
 // each run at the first rank missing. That costs a second visit to each
-// row: over 1,000 keys, 8.6 µs of the database's CPU per event claimed and
-// completed against 3.7 locked in order (2.6 unordered), and over 100,000
-// keys, where ranges do most of the work, 7.6 against ?? (2.3).
+// row: over 1,000 keys, 7.6 to 8.6 µs of the database's CPU per event
+// claimed and completed against 3.7 to 4.3 locked in order (2.6 to 2.7
+// unordered), and over 100,000 keys, where ranges do most of the work,
+// 7.2 to 7.6 against 2.55 (2.2 to 2.3); BenchmarkBacklogClaim.
 //
 // After a statement has met such a row, the store's claims and
 // continuations rank for rankedSpell: relays in several processes over
