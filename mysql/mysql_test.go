@@ -66,7 +66,13 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin}
+		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin, Open: func(t *testing.T) stores.Store {
+			other, err := mysql.New(b.db, b.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return other.Store()
+		}}
 	})
 }
 

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/stores"
@@ -23,32 +21,8 @@ import (
 // is put back.
 func TestRunMeetsAHeldRow(t *testing.T) {
 	ctx := context.Background()
-	pool, db := migrated(t)
-	s := db.Store()
-	ob := outbox.New(db, nil)
-	// k1, k2, k3: six events each, #1 to #6 in their key.
-	for i := 1; i <= 6; i++ {
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			for _, k := range []string{"k1", "k2", "k3"} {
-				m := outbox.Message{Topic: "orders", Key: k, Payload: fmt.Appendf(nil, "%s#%d", k, i)}
-				if err := ob.Enqueue(ctx, tx, m); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Another transaction holds k2#4.
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx) //nolint:errcheck // only locks
-	if _, err := holder.Exec(ctx, `SELECT FROM `+s.nm.table+` WHERE payload = 'k2#4' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	pool, s := keyedEvents(t, 6, "k1", "k2", "k3")
+	holdRow(t, pool, s, "k2#4")
 
 	// Two heads a claim, from k2 on; the first run of k2 (#2) and the row
 	// after it (#3) come in the walk's statement, the rest of its run in
@@ -93,31 +67,8 @@ func TestRunMeetsAHeldRow(t *testing.T) {
 // from their heads, and the store's claims rank for rankedSpell.
 func TestRangeMeetsAHeldHead(t *testing.T) {
 	ctx := context.Background()
-	pool, db := migrated(t)
-	s := db.Store()
-	ob := outbox.New(db, nil)
-	keys := []string{"k1", "k2", "k3", "k4", "k5", "k6"}
-	for i := 1; i <= 2; i++ {
-		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			for _, k := range keys {
-				m := outbox.Message{Topic: "orders", Key: k, Payload: fmt.Appendf(nil, "%s#%d", k, i)}
-				if err := ob.Enqueue(ctx, tx, m); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx) //nolint:errcheck // only locks
-	if _, err := holder.Exec(ctx, `SELECT FROM `+s.nm.table+` WHERE payload = 'k4#1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	pool, s := keyedEvents(t, 2, "k1", "k2", "k3", "k4", "k5", "k6")
+	holdRow(t, pool, s, "k4#1")
 
 	// Two heads (k1, k2) with their runs, then the range from k2 on.
 	p := stores.ClaimParams{Limit: 8, Now: time.Now().Add(time.Second), PerKey: 4}
@@ -155,31 +106,17 @@ func TestRangeMeetsAHeldHead(t *testing.T) {
 	}
 }
 
-// TestStoresOfTwoRelays: two relays in two processes — two stores on one
-// table, each with its own key cursor, two workers each — drain many
-// shallow keys and a few deep ones with small batches, completing only
-// part of some (as after a failure). Their walks, runs and ranges meet
-// each other's rows all the time: each key's events are still claimed in
-// order, never by two batches at once, and all of them.
-func TestStoresOfTwoRelays(t *testing.T) {
+// keyedEvents returns a store whose table holds n events of each of keys,
+// their payloads "k#1" to "k#n" in their key, one transaction a round.
+func keyedEvents(t *testing.T, n int, keys ...string) (*pgxpool.Pool, *Store) {
+	t.Helper()
 	ctx := context.Background()
 	pool, db := migrated(t)
-	other, err := New(pool, &db.Store().cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ob := outbox.New(db, nil)
-	const shallow, deep = 300, 5
-	want := map[string]int{}
-	for round := range 20 {
+	for i := 1; i <= n; i++ {
 		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			for k := range shallow + deep {
-				if k < shallow && round >= 2 {
-					continue
-				}
-				key := fmt.Sprintf("key-%03d", k)
-				want[key]++
-				m := outbox.Message{Topic: "orders", Key: key, Payload: fmt.Appendf(nil, "%d", round)}
+			for _, k := range keys {
+				m := outbox.Message{Topic: "orders", Key: k, Payload: fmt.Appendf(nil, "%s#%d", k, i)}
 				if err := ob.Enqueue(ctx, tx, m); err != nil {
 					return err
 				}
@@ -189,74 +126,20 @@ func TestStoresOfTwoRelays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return pool, db.Store()
+}
 
-	var mu sync.Mutex
-	inFlight := map[string]bool{}
-	next := map[string]int{}
-	errs := make(chan error, 100)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		s := db.Store()
-		if w%2 == 1 {
-			s = other.Store()
-		}
-		wg.Go(func() {
-			for idle := 0; idle < 3; {
-				b, err := s.Claim(ctx, stores.ClaimParams{Limit: 16, Now: time.Now().Add(time.Hour), PerKey: 4, Pipelined: w < 2})
-				if err != nil {
-					errs <- err
-					return
-				}
-				recs := b.Records()
-				if len(recs) == 0 {
-					idle++
-					continue
-				}
-				idle = 0
-				var done []uuid.UUID
-				mu.Lock()
-				expect := map[string]int{} // the key's next event in this batch
-				cut := map[string]bool{}
-				for i, r := range recs {
-					e, seen := expect[r.Key]
-					if !seen {
-						if inFlight[r.Key] {
-							errs <- fmt.Errorf("key %s claimed by two batches at once", r.Key)
-						}
-						inFlight[r.Key] = true
-						e = next[r.Key]
-					}
-					n, _ := strconv.Atoi(string(r.Payload))
-					if n != e {
-						errs <- fmt.Errorf("key %s: claimed event %d, want %d", r.Key, n, e)
-					}
-					expect[r.Key] = n + 1
-					if cut[r.Key] || i%7 == 6 { // left pending, and the key's rest of the batch with it
-						cut[r.Key] = true
-						continue
-					}
-					next[r.Key]++
-					done = append(done, r.ID)
-				}
-				for k := range expect {
-					delete(inFlight, k)
-				}
-				mu.Unlock()
-				if err := b.Complete(ctx, stores.Outcome{Now: time.Now(), Published: done, DeletePublished: true}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+// holdRow locks the row of the event whose payload is payload in a
+// transaction of its own until the test ends, as another relay would.
+func holdRow(t *testing.T, pool *pgxpool.Pool, s *Store, payload string) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for k, n := range want {
-		if next[k] != n {
-			t.Errorf("%s: %d of %d events published", k, next[k], n)
-		}
+	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, `SELECT FROM `+s.nm.table+` WHERE payload = $1 FOR UPDATE`, []byte(payload)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -70,6 +70,12 @@ func TestConformancePgx(t *testing.T) {
 		}, Begin: func(ctx context.Context) (storetest.Tx, error) {
 			tx, err := b.pool.Begin(ctx)
 			return pgxTx{tx: tx, ob: ob}, err
+		}, Open: func(t *testing.T) stores.Store {
+			other, err := postgres.New(b.pool, b.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return other.Store()
 		}}
 	})
 }

@@ -68,7 +68,13 @@ func (b bundle) enqueue(ctx context.Context, msgs []outbox.Message, commit bool)
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		b := setup(t)
-		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin}
+		return storetest.Harness{Store: b.store, Enqueue: b.enqueue, Begin: b.begin, Open: func(t *testing.T) stores.Store {
+			other, err := sqlite.New(b.db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return other.Store()
+		}}
 	})
 }
 

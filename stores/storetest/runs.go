@@ -104,12 +104,21 @@ func testOrderedRunNeverPassesAHeldRecord(t *testing.T, h Harness) {
 
 // Several relays drain many keys with runs, completing only part of each
 // batch (the rest left pending, as the relay does after a failure): each
-// key's records are claimed in order, never by two batches at once.
+// key's records are claimed in order, never by two batches at once. Half
+// of them are in another process when the harness can open a second
+// store (Harness.Open): they read each other's keys from cursors of their
+// own. (PostgreSQL's claim locks a run's rows as its index range finds
+// them; a draft that skipped the rows another transaction held, rather
+// than fail on them, took rows out of turn here.)
 func testOrderedRunsConcurrentRelays(t *testing.T, h Harness) {
 	const keys, per, relays = 30, 12, 4
 	all, pos := keyedBacklog(keys, per)
 	enqueue(t, h, all)
 	ctx := ctxT(t)
+	processes := []stores.Store{h.Store}
+	if h.Open != nil {
+		processes = append(processes, h.Open(t))
+	}
 	var mu sync.Mutex
 	inFlight := map[string]bool{}
 	next := map[string]int{}
@@ -120,7 +129,7 @@ func testOrderedRunsConcurrentRelays(t *testing.T, h Harness) {
 			rnd := rand.New(rand.NewPCG(uint64(w), 1))
 			idle := 0
 			for idle < 3 {
-				b, err := h.Store.Claim(ctx, stores.ClaimParams{Limit: 9, Now: t0.Add(time.Hour), PerKey: 4})
+				b, err := processes[w%len(processes)].Claim(ctx, stores.ClaimParams{Limit: 9, Now: t0.Add(time.Hour), PerKey: 4})
 				if err != nil {
 					errs <- err
 					return

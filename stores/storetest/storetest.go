@@ -22,6 +22,10 @@ type Harness struct {
 	// Begin opens a transaction of the store's own kind, for the cases
 	// that race two writers. Optional: nil skips them.
 	Begin func(ctx context.Context) (Tx, error)
+	// Open returns another store on the same table, as a relay in
+	// another process has (its own key cursor, say). Optional: with nil,
+	// the cases that race relays run them all on Store.
+	Open func(t *testing.T) stores.Store
 }
 
 // Tx is an open writer transaction.
