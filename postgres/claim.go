@@ -44,9 +44,9 @@ import (
 // keyedUnorderedSQL), still walking keys round-robin. Each part runs along
 // an index of pending rows only.
 //
-// The rows of a run are locked as the index range behind their head finds
-// them, and a run that meets a row another transaction holds makes the
-// claim start again, ranking its runs instead (see runLocking).
+// The rows of runs and ranges are locked as the index finds them, and one
+// that another transaction holds makes the claim start again, ranking
+// its rows instead (see runLocking).
 //
 // Every statement of the claim is planned once per connection, and its
 // plan suits any state of the table: see plannerSettings.
