@@ -20,7 +20,6 @@ import (
 // runs from the key it started from: the cursor the first attempt moved
 // is put back.
 func TestRunMeetsAHeldRow(t *testing.T) {
-	ctx := context.Background()
 	pool, s := keyedEvents(t, 6, "k1", "k2", "k3")
 	holdRow(t, pool, s, "k2#4")
 
@@ -28,15 +27,8 @@ func TestRunMeetsAHeldRow(t *testing.T) {
 	// after it (#3) come in the walk's statement, the rest of its run in
 	// the runs' statement, which meets #4.
 	p := stores.ClaimParams{Limit: 8, Now: time.Now().Add(time.Second), PerKey: 4}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s.cursor.Set("k1")
-	b := &batch{s: s, tx: tx}
-	err = s.claim(ctx, tx, p, b, lockInOrder)
-	_ = tx.Rollback(ctx)
-	if !isLockNotAvailable(err) {
+	if err := claimInOrder(t, pool, s, p); !isLockNotAvailable(err) {
 		t.Fatalf("claim with runs locked in order: %v, want lock_not_available", err)
 	}
 	if got := s.cursor.Get(); got != "k1" {
@@ -44,16 +36,7 @@ func TestRunMeetsAHeldRow(t *testing.T) {
 	}
 
 	s.cursor.Set("k1")
-	claimed, err := s.Claim(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer claimed.Abort(ctx) //nolint:errcheck // read only
-	var got []string
-	for _, r := range claimed.Records() {
-		got = append(got, string(r.Payload))
-	}
-	slices.Sort(got)
+	got := claimPayloads(t, s, p)
 	want := []string{"k2#1", "k2#2", "k2#3", "k3#1", "k3#2", "k3#3", "k3#4"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("claimed %q, want %q: k2 up to the row held, k3 as far as PerKey, from the cursor", got, want)
@@ -66,33 +49,17 @@ func TestRunMeetsAHeldRow(t *testing.T) {
 // starts again ranked: the held key is passed over, the others taken
 // from their heads, and the store's claims rank for rankedSpell.
 func TestRangeMeetsAHeldHead(t *testing.T) {
-	ctx := context.Background()
 	pool, s := keyedEvents(t, 2, "k1", "k2", "k3", "k4", "k5", "k6")
 	holdRow(t, pool, s, "k4#1")
 
 	// Two heads (k1, k2) with their runs, then the range from k2 on.
 	p := stores.ClaimParams{Limit: 8, Now: time.Now().Add(time.Second), PerKey: 4}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.claim(ctx, tx, p, &batch{s: s, tx: tx}, lockInOrder)
-	_ = tx.Rollback(ctx)
-	if !isLockNotAvailable(err) {
+	if err := claimInOrder(t, pool, s, p); !isLockNotAvailable(err) {
 		t.Fatalf("claim with its range locked in order: %v, want lock_not_available", err)
 	}
 
 	s.cursor.Set("")
-	claimed, err := s.Claim(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer claimed.Abort(ctx) //nolint:errcheck // read only
-	var got []string
-	for _, r := range claimed.Records() {
-		got = append(got, string(r.Payload))
-	}
-	slices.Sort(got)
+	got := claimPayloads(t, s, p)
 	want := []string{"k1#1", "k1#2", "k2#1", "k2#2", "k3#1", "k3#2", "k5#1", "k5#2"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("claimed %q, want %q: every key but k4, whose head is held", got, want)
@@ -142,4 +109,36 @@ func holdRow(t *testing.T, pool *pgxpool.Pool, s *Store, payload string) {
 	if _, err := holder.Exec(ctx, `SELECT FROM `+s.nm.table+` WHERE payload = $1 FOR UPDATE`, []byte(payload)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// claimInOrder runs one attempt of s's ordered claim with p, runs and
+// ranges locked in order, in a transaction it rolls back, and returns its
+// error.
+func claimInOrder(t *testing.T, pool *pgxpool.Pool, s *Store, p stores.ClaimParams) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing to keep
+	return s.claim(ctx, tx, p, &batch{s: s, tx: tx}, lockInOrder)
+}
+
+// claimPayloads claims with p through s.Claim and returns the payloads
+// claimed, sorted; the batch is aborted when the test ends.
+func claimPayloads(t *testing.T, s *Store, p stores.ClaimParams) []string {
+	t.Helper()
+	ctx := context.Background()
+	claimed, err := s.Claim(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = claimed.Abort(ctx) })
+	var got []string
+	for _, r := range claimed.Records() {
+		got = append(got, string(r.Payload))
+	}
+	slices.Sort(got)
+	return got
 }
