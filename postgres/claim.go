@@ -51,12 +51,7 @@ import (
 // Every statement of the claim is planned once per connection, and its
 // plan suits any state of the table: see plannerSettings.
 func (s *Store) Claim(ctx context.Context, p stores.ClaimParams) (stores.Batch, error) {
-	locking := s.runLocking()
-	b, err := s.claimIn(ctx, p, locking)
-	if locking == lockInOrder && isLockNotAvailable(err) {
-		s.rankRuns()
-		b, err = s.claimIn(ctx, p, lockRanked)
-	}
+	b, err := attempt(s, func(locking runLocking) (*batch, error) { return s.claimIn(ctx, p, locking) })
 	if err != nil {
 		return nil, err
 	}
@@ -136,9 +131,19 @@ func (s *Store) runLocking() runLocking {
 	return lockInOrder
 }
 
-// rankRuns makes the store's claims rank runs for rankedSpell.
-func (s *Store) rankRuns() {
-	s.rankedUntil.Store(time.Now().Add(rankedSpell).UnixNano())
+// attempt runs try with the store's run locking now, and once more with
+// lockRanked when its rows locked in order met one another transaction
+// held; the store's claims then rank for rankedSpell.
+func attempt[T any](s *Store, try func(runLocking) (T, error)) (T, error) {
+	if s.runLocking() == lockRanked {
+		return try(lockRanked)
+	}
+	v, err := try(lockInOrder)
+	if isLockNotAvailable(err) {
+		s.rankedUntil.Store(time.Now().Add(rankedSpell).UnixNano())
+		v, err = try(lockRanked)
+	}
+	return v, err
 }
 
 // claimSettingsSQL sets, for the claim's transaction only, the claim

@@ -37,14 +37,7 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		// or take the one a fresh claim or a completion needs.
 		return nil, nil
 	}
-	locking := s.runLocking()
-	next, err := b.continueIn(ctx, p, locking)
-	if locking == lockInOrder && isLockNotAvailable(err) {
-		// A row after a run is held by another transaction (see
-		// runLocking): continue again, ranking the runs.
-		s.rankRuns()
-		next, err = b.continueIn(ctx, p, lockRanked)
-	}
+	next, err := attempt(s, func(locking runLocking) (*batch, error) { return b.continueIn(ctx, p, locking) })
 	if err != nil || next == nil {
 		return nil, err
 	}

@@ -21,12 +21,12 @@ const lingerInterval = 25 * time.Millisecond
 // its last claim that found events began less than streamGap before:
 // events then come faster than NOTIFYs are paced (one per NotifyDebounce),
 // and the next is likely committed soon — unless the writers announce
-// when they pace (see quietSpells) and none is doing so now. At 1,000 ev/s this took the p50
-// from 3.9 to 2.5 ms and the p99 from 10–10.9 to 6–7.6 ms, at 300 ev/s the
-// p50 from 5.6 to 3.2 ms and the p99 from 12.3 to 5.5–5.9 (with a gap of
-// 5 ms, 9.8–12.4); at 100 ev/s, where a worker's finds are further apart
-// than streamGap, it changes nothing (a rule without the gap added an
-// empty claim per event there).
+// when they pace (see quietSpells) and none is doing so now. At 1,000
+// ev/s this took the p50 from 3.9 to 2.5 ms and the p99 from 10–10.9 to
+// 6–7.6 ms, at 300 ev/s the p50 from 5.6 to 3.2 ms and the p99 from 12.3
+// to 5.5–5.9 (with a gap of 5 ms, 9.8–12.4); at 100 ev/s, where a
+// worker's finds are further apart than streamGap, it changes nothing (a
+// rule without the gap added an empty claim per event there).
 const (
 	streamGap    = 8 * time.Millisecond
 	streamLinger = 2 * time.Millisecond
