@@ -54,13 +54,13 @@
 // client at once and then waits for all their callbacks or for the
 // context: the batch is pipelined. The idempotent producer stores the
 // records of one partition in the order they were produced, even when it
-// retries, so a key's order survives the pipelining (the relay sends one
-// event of a key per call: see "Key order within a call"). The client does
+// retries, so a key's order survives the pipelining, a key's run of events
+// in one call included (see "Key order within a call"). The client does
 // not linger (franz-go's default is 10 ms): a partition's first record
 // goes out at once, and the records after it gather into the next batch
-// while that request is in flight, so a call of one record (a hot key in
-// ordered mode) costs a round trip, not a linger; kgo.ProducerLinger in
-// ClientOptions sets one. Kafka has no
+// while that request is in flight, so a call of one record costs a round
+// trip, not a linger; kgo.ProducerLinger in ClientOptions sets one. Kafka
+// has no
 // broker-side dedup by an application ID (the idempotent producer only
 // drops its own retries): consumers deduplicate by the Outbox-Id header
 // (the inbox, which the Subscriber feeds).
@@ -114,22 +114,32 @@
 //
 // # Key order within a call
 //
-// The Publisher does not declare publishers.OrderKeeper's promise
-// (KeepsKeyOrder is false), so the relay sends a key's events one in
-// flight at a time, and the events of many keys in one pipelined call.
-// What franz-go (v1.22) guarantees, from its documentation and source:
+// The Publisher keeps each key's order within a Publish call by itself
+// (publishers.OrderKeeper; KeepsKeyOrder is true unless
+// PublisherConfig.NoKeyRuns, URL key_runs=false), so the relay sends a
+// batch's events of a key in one pipelined call instead of one per round
+// trip. The promise: a key's message is stored only after every earlier
+// one of the key in the call, and once one fails, none of the key's later
+// messages in the call is stored; each of those fails with an error
+// publishers.IsNotSent, which the relay leaves pending, uncharged. Like
+// Pub/Sub's ordering keys it holds within a topic: a key's messages to two
+// topics are on two partitions, and a failure of one does not stop the
+// other. What it rests on, from franz-go's (v1.22) documentation and
+// source:
 //
 //   - One key, one partition: the default partitioner hashes a non-nil key
 //     (murmur2) onto the topic's partitions, as long as their number does
-//     not change.
+//     not change. (Set NoKeyRuns with a kgo.RecordPartitioner that does
+//     not.)
 //   - Order through retries: the producer is idempotent (the Publisher
 //     forces acks=all, which idempotence needs; ClientOptions must not
-//     disable it). It keeps one produce request in flight per broker,
-//     numbers each partition's batches and resends them in order, and the
-//     broker refuses a batch out of sequence. A batch that may have been
-//     stored (its request timed out, or was written to too few replicas)
-//     is never failed by a timeout or a context: it is retried until the
-//     broker answers (kgo.RecordRetries is unbounded by default).
+//     disable it). It numbers each partition's batches and resends them in
+//     order, and the broker refuses a batch out of sequence, so nothing
+//     after a batch that failed is stored in the same producer epoch. A
+//     batch that may have been stored (its request timed out, or was
+//     written to too few replicas) is never failed by a timeout or a
+//     context: it is retried until the broker answers (kgo.RecordRetries
+//     is unbounded by default).
 //   - A failure fails the partition's buffer: when a batch fails (an error
 //     the broker does not call retriable; PublisherConfig.DeliveryTimeout,
 //     the retry limit or the end of its first record's context, while the
@@ -137,19 +147,32 @@
 //     holds for that partition, the later batches too, and moves to a new
 //     producer epoch.
 //   - But not what comes after: a record produced after that failure goes
-//     into a new batch and is sent. The failure reaches the Publisher later,
-//     on franz-go's promise goroutine, and nothing holds the partition
-//     until then; so while a Publish call is still handing a key's records
-//     to the client, an earlier one can fail and a later one be stored. A
-//     record too large for a batch is likewise failed alone
-//     (kerr.MessageTooLarge) while the ones after it are sent.
+//     into a new batch of the new epoch and is sent. The failure reaches
+//     the Publisher later, on franz-go's promise goroutine, so a call still
+//     handing a key's records to the client could have an earlier one fail
+//     and a later one stored.
 //
-// So the Publisher cannot promise that once a message fails no later
-// message of its key in the call is stored, and a key's events pipelined in
-// one call could be stored out of order after a failure. (A transactional
-// producer, one transaction per call read with read_committed, or a
-// per-key sequence number the inbox checks, could make that safe; neither
-// exists yet.)
+// So a call that carries two messages of a key holds the Publisher's write
+// gate while it hands its records over: the client's writes to the
+// brokers wait at the gate (every connection is dialled through it, under
+// TLS and SASL), so nothing of the call can reach a broker, or fail,
+// before the client holds all of it; once a batch fails, every later
+// record of its partition is then among those franz-go fails. Calls take
+// the gate one at a time, for as long as the hand-over takes (about a
+// microsecond a record), and wait for their acknowledgements outside it,
+// so calls still pipeline; calls whose keys are all different do not take
+// it. The records' context ends with the call's, but only once they are
+// all handed over. A record franz-go would fail alone before sending it
+// (one too large for a batch, which franz-go fails while sending the ones
+// after it) the Publisher fails itself first, and hands none of the key's
+// later messages over. Its bound counts the batch's framing generously:
+// a record within about 100 bytes of MaxRecordBytes fails too, in every
+// call.
+//
+// So that no call waits for room in the client's buffer while the gate is
+// held, which only writes could make, the Publisher turns franz-go's
+// buffer limits off (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes): the
+// records in the client are those of the calls in flight.
 //
 // # Subscribing
 //

@@ -16,18 +16,25 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/kafka"
+	"github.com/outboxgo/outbox/publishers"
 	"github.com/outboxgo/outbox/publishers/publishertest"
 )
 
 // The tests of this file pin down what franz-go keeps of a key's order
-// within one Publish call, and so why KeepsKeyOrder is false (see the
-// package documentation, "Key order within a call").
+// within one Publish call, and what the Publisher adds so that it can keep
+// publishers.OrderKeeper's promise (see the package documentation, "Key
+// order within a call").
 
-func TestKeepsKeyOrderIsFalse(t *testing.T) {
+func TestKeepsKeyOrder(t *testing.T) {
 	p := newPublisher(t, &kafka.PublisherConfig{Brokers: []string{"127.0.0.1:1"}})
 	defer p.Close()
-	if p.KeepsKeyOrder() {
-		t.Error("KeepsKeyOrder = true: the relay would pipeline a key's events, which franz-go cannot keep in order through a failure")
+	if !p.KeepsKeyOrder() {
+		t.Error("KeepsKeyOrder = false by default, want true (key runs)")
+	}
+	off := newPublisher(t, &kafka.PublisherConfig{Brokers: []string{"127.0.0.1:1"}, NoKeyRuns: true})
+	defer off.Close()
+	if off.KeepsKeyOrder() {
+		t.Error("KeepsKeyOrder = true with NoKeyRuns, want false")
 	}
 }
 
@@ -113,13 +120,87 @@ func TestFailureFailsBufferedRecords(t *testing.T) {
 	}
 }
 
-// TestRecordAfterFailureIsStored is why KeepsKeyOrder is false: a record
-// produced after its partition's buffer failed is sent in a new batch and
-// stored, although earlier records of its key in the same call failed.
-// Hooks hold message 2 until franz-go has failed messages 0 and 1 (a
-// scheduler can do the same to a Publish call still producing); should a
-// later franz-go refuse it, the Publisher could make the promise.
-func TestRecordAfterFailureIsStored(t *testing.T) {
+// TestRecordAfterFailureIsNotStored: a key's message handed over after
+// an earlier one of the call could have failed is not stored. Hooks hold
+// message 2 until message 0 has failed — which cannot happen while the
+// call holds the write gate — or until the client's first produce request
+// waits at the gate; the refused request then fails every message of the
+// key, and the ones after the first are reported not sent. A call after
+// it stores the key's messages in order.
+func TestRecordAfterFailureIsNotStored(t *testing.T) {
+	const n = 5
+	c, b, prefix := onePartition(t)
+	msgs := keyed("k", n)
+	failed := make(chan struct{})
+	var once sync.Once
+	var p *kafka.Publisher
+	var armed atomic.Bool // the first call only
+	armed.Store(true)
+	hooks := hookFuncs{
+		buffered: func(r *kgo.Record) {
+			if string(r.Value) != "2" || !armed.CompareAndSwap(true, false) {
+				return
+			}
+			deadline := time.After(10 * time.Second)
+			for kafka.WritesWaiting(p) == 0 {
+				select {
+				case <-failed:
+					return // the gate let message 0 go out: the test fails below
+				case <-deadline:
+					t.Error("neither did message 0 fail nor did a write wait at the gate in 10s")
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		},
+		unbuffered: func(r *kgo.Record, err error) {
+			if err != nil && string(r.Value) == "0" {
+				once.Do(func() { close(failed) })
+			}
+		},
+	}
+	var refused atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		refused.Store(true)
+		return refuse(req.(*kmsg.ProduceRequest), kerr.PolicyViolation), nil, true // the first request only
+	})
+	p = newPublisher(t, &kafka.PublisherConfig{Brokers: b, TopicPrefix: prefix, ClientOptions: []kgo.Opt{kgo.WithHooks(hooks)}})
+	defer p.Close()
+	errs := publish(t, p, msgs)
+	if !refused.Load() {
+		t.Fatal("no produce request reached the broker")
+	}
+	if errs[0] == nil || publishers.IsNotSent(errs[0]) {
+		t.Errorf("message 0: %v, want the broker's refusal", errs[0])
+	}
+	for i := 1; i < n; i++ {
+		if !publishers.IsNotSent(errs[i]) {
+			t.Errorf("message %d: %v, want an error IsNotSent (its key's message 0 failed)", i, errs[i])
+		}
+	}
+	// Again: now every message is stored, and nothing of the first call.
+	for i, err := range publish(t, p, msgs) {
+		if err != nil {
+			t.Fatalf("again, message %d: %v", i, err)
+		}
+	}
+	var want []string
+	for _, m := range msgs {
+		want = append(want, m.ID.String())
+	}
+	if got := ids(read(t, b, prefix+testTopic, prefix, n, 15*time.Second)); !slices.Equal(got, want) {
+		t.Errorf("stored %v, want only the second call's, in order: %v", got, want)
+	}
+}
+
+// TestWithoutKeyRunsARecordAfterFailureIsStored is why the write gate is
+// there: franz-go alone sends a record produced after its partition's
+// buffer failed, in a new batch, and stores it although earlier records
+// of its key in the same call failed. Hooks hold message 2 until franz-go
+// has failed messages 0 and 1 (a scheduler can do the same to a Publish
+// call still producing). Without key runs the Publisher holds no gate;
+// should a later franz-go refuse such a record, the gate could go.
+func TestWithoutKeyRunsARecordAfterFailureIsStored(t *testing.T) {
 	const n = 5
 	c, b, prefix := onePartition(t)
 	msgs := keyed("k", n)
@@ -145,7 +226,7 @@ func TestRecordAfterFailureIsStored(t *testing.T) {
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		return refuse(req.(*kmsg.ProduceRequest), kerr.PolicyViolation), nil, true // the first request only
 	})
-	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, TopicPrefix: prefix, ClientOptions: []kgo.Opt{kgo.WithHooks(hooks)}})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, TopicPrefix: prefix, NoKeyRuns: true, ClientOptions: []kgo.Opt{kgo.WithHooks(hooks)}})
 	defer p.Close()
 	errs := publish(t, p, msgs)
 	if errs[0] == nil {
@@ -159,7 +240,7 @@ func TestRecordAfterFailureIsStored(t *testing.T) {
 	}
 	got := ids(read(t, b, prefix+testTopic, prefix, len(want), 15*time.Second))
 	if len(want) == 0 || !slices.Equal(got, want) {
-		t.Errorf("stored %v (acknowledged %v): franz-go no longer stores a key's records after an earlier one failed; revisit KeepsKeyOrder", got, want)
+		t.Errorf("stored %v (acknowledged %v): franz-go no longer stores a key's records after an earlier one failed; the write gate may go", got, want)
 	}
 }
 

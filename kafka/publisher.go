@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,13 @@ import (
 // Publisher publishes outbox messages to Kafka. It is safe for concurrent
 // use.
 type Publisher struct {
-	cfg PublisherConfig
-	cl  *kgo.Client
-	ref *refusals
+	cfg  PublisherConfig
+	cl   *kgo.Client
+	ref  *refusals
+	gate *writeGate // held while a call hands a key run over (keyruns.go)
+
+	maxBatch     func(topic string) int32 // kgo.ProducerBatchMaxBytes, as configured
+	defaultTopic string                   // kgo.DefaultProduceTopic, as configured
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -48,11 +53,27 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 	}
 	c := cfg.WithDefaults()
 	ref := newRefusals(true)
-	cl, err := kgo.NewClient(c.clientOptions(ref)...)
+	opts := c.clientOptions(ref)
+	// A first client, never used, says how the options dial (TLS, a
+	// Dialer of the user's); the client proper dials the same way through
+	// the write gate.
+	probe, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
 	}
-	return &Publisher{cfg: c, cl: cl, ref: ref, done: make(chan struct{})}, nil
+	dial, _ := probe.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error))
+	maxBatch, _ := probe.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	defaultTopic, _ := probe.OptValue(kgo.DefaultProduceTopic).(string)
+	probe.Close()
+	if dial == nil || maxBatch == nil {
+		return nil, errors.New("kafka publisher: franz-go did not report its dialer or batch limit")
+	}
+	g := &writeGate{}
+	cl, err := kgo.NewClient(append(opts, kgo.DialTLSConfig(nil), kgo.Dialer(g.dialer(dial)))...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
+	}
+	return &Publisher{cfg: c, cl: cl, ref: ref, gate: g, maxBatch: maxBatch, defaultTopic: defaultTopic, done: make(chan struct{})}, nil
 }
 
 // Check asks a broker for the cluster's metadata, which proves that the
@@ -104,15 +125,12 @@ func (p *Publisher) Check(ctx context.Context) error {
 	return nil
 }
 
-// KeepsKeyOrder reports false, whatever the configuration: the Publisher
-// does not make publishers.OrderKeeper's promise, so the relay keeps one
-// event of a key in flight at a time. franz-go's idempotent producer keeps
-// a partition's records in produce order through its retries, and when one
-// fails it fails every record of the partition it holds; but it takes and
-// sends the records produced after that failure, so a key's later message
-// in a Publish call can be stored after an earlier one failed. See the
-// package documentation, "Key order within a call".
-func (p *Publisher) KeepsKeyOrder() bool { return false }
+// KeepsKeyOrder reports whether the Publisher keeps each key's order
+// within a Publish call by itself (publishers.OrderKeeper): true unless
+// PublisherConfig.NoKeyRuns. The relay then sends a batch's events of a
+// key in one pipelined call. See the package documentation, "Key order
+// within a call".
+func (p *Publisher) KeepsKeyOrder() bool { return !p.cfg.NoKeyRuns }
 
 // Client returns the franz-go client the Publisher produces with.
 func (p *Publisher) Client() *kgo.Client { return p.cl }
@@ -157,8 +175,10 @@ func reserved(k string) bool {
 
 // Publish hands every message to the client at once, then waits for every
 // acknowledgement or for ctx to end. It returns one error per message, nil
-// when Kafka stored it (acks=all). See the package documentation for how
-// errors are classified.
+// when Kafka stored it (acks=all). With key runs (KeepsKeyOrder), once a
+// message of a key fails, the key's later messages in the call are not
+// stored and fail as publishers.NotSentAfter it. See the package
+// documentation for how errors are classified.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	if len(msgs) == 0 {
@@ -171,22 +191,42 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		gone    bool // Publish returned: callbacks write nothing
 		wg      sync.WaitGroup
 	)
+	runs := p.KeepsKeyOrder() && repeatsKey(msgs)
+	rctx, handedOver, stop := ctx, func() func() bool { return nil }, func() bool { return false }
+	var failed map[string]error // runs: a key's first message that failed before it was produced
+	if runs {
+		rctx, handedOver = handOverContext(ctx)
+		failed = map[string]error{}
+		p.gate.hold()
+	}
 	// Produce after Close fails the record with kgo.ErrClientClosed
 	// (unavailable): no lock is needed, and none is held while Produce
 	// blocks for buffer space.
 	for i := range msgs {
 		m := &msgs[i]
-		if p.closed.Load() {
-			errs[i], settled[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: %w", m.ID, ErrClosed)), true
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			errs[i], settled[i] = publishers.Unavailable(fmt.Errorf("kafka publish %s: not sent: %w", m.ID, err)), true
+		if cause := failed[m.Key]; cause != nil && m.Key != "" {
+			errs[i], settled[i] = publishers.NotSentAfter(fmt.Sprintf("kafka publish %s", m.ID), cause), true
 			continue
 		}
 		r := p.record(m)
+		var err error
+		switch {
+		case p.closed.Load():
+			err = publishers.Unavailable(fmt.Errorf("kafka publish %s: %w", m.ID, ErrClosed))
+		case ctx.Err() != nil:
+			err = publishers.Unavailable(fmt.Errorf("kafka publish %s: not sent: %w", m.ID, ctx.Err()))
+		default:
+			err = p.fits(m, r)
+		}
+		if err != nil {
+			errs[i], settled[i] = err, true
+			if runs {
+				failed[m.Key] = err
+			}
+			continue
+		}
 		wg.Add(1)
-		p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+		p.cl.Produce(rctx, r, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
@@ -208,12 +248,20 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			settled[i] = true
 		})
 	}
+	if runs {
+		p.gate.release()
+		stop = handedOver()
+	}
 
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
 	var why error
 	select {
 	case <-all:
+		stop()
+		if runs {
+			afterFirstFailure(msgs, errs)
+		}
 		return errs
 	case <-ctx.Done():
 		why = publishers.Unavailable(fmt.Errorf("no acknowledgement before the context ended: %w", ctx.Err()))
@@ -232,6 +280,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		} else {
 			out[i] = fmt.Errorf("kafka publish %s: %w", msgs[i].ID, why)
 		}
+	}
+	if runs {
+		afterFirstFailure(msgs, out)
 	}
 	return out
 }

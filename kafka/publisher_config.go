@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,13 +43,26 @@ type PublisherConfig struct {
 	// DefaultDialTimeout (5 s).
 	DialTimeout time.Duration
 
+	// NoKeyRuns turns key runs off: KeepsKeyOrder reports false and the
+	// relay keeps one event of a key in flight, one round trip each. By
+	// default (false) the publisher keeps each key's order within a call
+	// by itself, and the relay sends a batch's events of a key in one
+	// pipelined call (see the package documentation, "Key order within a
+	// call"). Turn them off with a kgo.RecordPartitioner in ClientOptions
+	// that does not put all of a key's records on one partition.
+	NoKeyRuns bool
+
 	// ClientOptions are extra franz-go options (TLS, SASL,
 	// kgo.ProducerLinger — the publisher does not linger by default —, …),
 	// applied after the publisher's own so they may override them —
-	// except acks, which stay acks=all. They must not disable idempotent
-	// writes (kgo.DisableIdempotentWrite): ordered retries rest on them. A
-	// kgo.WithLogger here replaces the publisher's logger, through which
-	// it notices the brokers refusing the SASL credentials. Default none.
+	// except acks, which stay acks=all, and the buffer limits
+	// (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes), which stay off: a
+	// Publish call hands all its records over at once and must never wait
+	// for room (the relay bounds what is in flight). They must not disable
+	// idempotent writes (kgo.DisableIdempotentWrite): ordered retries rest
+	// on them. A kgo.WithLogger here replaces the publisher's logger,
+	// through which it notices the brokers refusing the SASL credentials.
+	// Default none.
 	ClientOptions []kgo.Opt
 
 	// Logger receives the client's warnings and errors. Default: a logger
@@ -137,6 +151,9 @@ func (c *PublisherConfig) clientOptions(ref *refusals) []kgo.Opt {
 		kgo.WithHooks(saslHook{ref}),
 	}
 	opts = append(opts, c.ClientOptions...)
-	// What the guarantees rest on comes last, so ClientOptions cannot undo it.
-	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	// What the guarantees rest on comes last, so ClientOptions cannot undo
+	// it: acks=all for idempotence, and no buffer limit, since a call that
+	// holds the write gate must not wait in Produce for room that only
+	// writes can make (keyruns.go).
+	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(math.MaxInt), kgo.MaxBufferedBytes(0))
 }

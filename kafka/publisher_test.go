@@ -24,11 +24,18 @@ func TestConfigFromURL(t *testing.T) {
 		cfg.DialTimeout != 3*time.Second || len(cfg.ClientOptions) != 0 {
 		t.Errorf("cfg %+v", cfg)
 	}
+	if cfg.NoKeyRuns {
+		t.Error("NoKeyRuns without key_runs, want key runs on")
+	}
+	if cfg, err := kafka.ConfigFromURL("kafka://b1?key_runs=false"); err != nil || !cfg.NoKeyRuns {
+		t.Errorf("key_runs=false: %v, NoKeyRuns %v", err, cfg != nil && cfg.NoKeyRuns)
+	}
 	if cfg, err := kafka.ConfigFromURL("kafka://bob:s3cret@b1:9092?sasl=scram-sha-512&tls=true"); err != nil || len(cfg.ClientOptions) != 2 {
 		t.Errorf("sasl and TLS: %v, %d client options", err, len(cfg.ClientOptions))
 	}
 	for _, bad := range []string{
 		"amqp://b1", "kafka://", "kafka://bob:s3cret@b1?nope=1", "kafka://bob:s3cret@b1?sasl=gssapi", "kafka://b1?delivery_timeout=x",
+		"kafka://bob:s3cret@b1?key_runs=maybe",
 	} {
 		_, err := kafka.ConfigFromURL(bad)
 		if err == nil {

@@ -17,6 +17,7 @@ var params = []backend.Param{
 	{Name: "max_record_bytes", Default: strconv.Itoa(DefaultMaxRecordBytes), Usage: "largest record sent; keep it at or below the topics' max.message.bytes"},
 	{Name: "tls", Default: "false", Usage: "true: connect with TLS, system roots (kafka+tls:// says the same)"},
 	{Name: "sasl", Default: "plain", Usage: "SASL mechanism of the URL's user: plain, scram-sha-256 or scram-sha-512"},
+	{Name: "key_runs", Default: "true", Usage: "false: one event of a key in flight, instead of a batch's events of a key in one call"},
 }
 
 func init() {

@@ -29,7 +29,7 @@ func TestRegistered(t *testing.T) {
 			t.Errorf("parameter %s has no usage", p.Name)
 		}
 	}
-	want := []string{"client_id", "delivery_timeout", "dial_timeout", "max_record_bytes", "sasl", "tls", "topic_prefix"}
+	want := []string{"client_id", "delivery_timeout", "dial_timeout", "key_runs", "max_record_bytes", "sasl", "tls", "topic_prefix"}
 	slices.Sort(names)
 	if !slices.Equal(names, want) {
 		t.Errorf("Params %v, want %v", names, want)

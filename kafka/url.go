@@ -36,7 +36,8 @@ import (
 //   - tls: "true" to connect with TLS (system roots; the scheme
 //     kafka+tls:// says the same);
 //   - sasl: the SASL mechanism of the URL's user: "plain" (the default),
-//     "scram-sha-256" or "scram-sha-512".
+//     "scram-sha-256" or "scram-sha-512";
+//   - key_runs: true (the default) or false (PublisherConfig.NoKeyRuns).
 //
 // TLS and SASL become ClientOptions. Errors name the URL with its password
 // hidden.
@@ -111,6 +112,12 @@ func ConfigFromURL(rawURL string) (*PublisherConfig, error) {
 			useTLS = useTLS || b
 		case "sasl":
 			saslMech = strings.ToLower(v)
+		case "key_runs":
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return fail("key_runs %q: want true or false", v)
+			}
+			cfg.NoKeyRuns = !on
 		default:
 			return fail("unknown parameter %q", k)
 		}

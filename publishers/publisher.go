@@ -65,8 +65,9 @@ type Checker interface {
 // producer must also refuse a key's later messages once an earlier one
 // failed, however the failure and the call interleave. Google Pub/Sub's
 // client does (it pauses the ordering key: pubsub declares it); franz-go
-// fails the records it holds but sends the ones produced after the failure
-// (kafka reports false). KeepsKeyOrder reports whether the publisher, as
+// fails the records it holds but sends the ones produced after the
+// failure, so kafka holds its writes until a call's records are all in the
+// client. KeepsKeyOrder reports whether the publisher, as
 // configured, does; the relay then sends a batch's events of a key in one
 // pipelined call instead of one call per event. A publisher that cannot
 // promise it must not implement it or must report false: the relay's
