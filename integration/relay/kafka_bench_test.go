@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,63 +21,54 @@ import (
 // payloads) from PostgreSQL to Kafka on kfake (in process, 6 partitions)
 // over 1 and 1,000 keys, the modes interleaved in one run: unordered
 // (relay.Config.Unordered); ordered, the relay's default with the kafka
-// publisher as it ships (KeepsKeyOrder false: one event of a key in flight
-// at a time); and ordered-pipelined, the same publisher behind a wrapper
-// claiming KeepsKeyOrder true, so the relay sends a key's run in one call.
-// The kafka publisher cannot promise that (see the kafka package
-// documentation, "Key order within a call"): that row is only the rate a
-// publisher that could would reach, not a configuration to use.
+// publisher as it ships (key runs: a batch's events of a key in one
+// pipelined call); and ordered-no-key-runs, the same with
+// PublisherConfig.NoKeyRuns (one event of a key in flight at a time);
+// unordered-no-key-runs is unordered with NoKeyRuns, which never holds the
+// publisher's write gate (a call of several events of a key does
+// otherwise, in unordered mode too).
 //
 // Each row runs with the publisher's default linger (none) and with
 // franz-go's (kgo.ProducerLinger(10ms)), which holds a partition's first
-// record that long before sending it: in ordered mode, one event of a hot
-// key per call, that wait is the rate. raw-sync is franz-go producing one
-// record at a time (ProduceSync, acks=all, no linger): the bound of a key
-// with one event in flight.
+// record that long before sending it: with one event of a hot key per
+// call, that wait is the rate. raw-sync is franz-go producing one record
+// at a time (ProduceSync, acks=all, no linger): the bound of a key with
+// one event in flight.
 //
 //	go test -run '^$' -bench DrainKafkaKeys -benchtime 20000x ./relay/
 func BenchmarkDrainKafkaKeys(b *testing.B) {
 	b.Run("raw-sync", benchKafkaSync)
 	for _, keys := range []int{1, 1000} {
 		for _, linger := range []string{"default", "10ms"} {
-			for _, mode := range []string{"unordered", "ordered", "ordered-pipelined"} {
+			for _, mode := range []string{"unordered", "unordered-no-key-runs", "ordered", "ordered-no-key-runs"} {
 				b.Run(fmt.Sprintf("keys=%d/linger=%s/%s", keys, linger, mode), func(b *testing.B) {
-					var opts []kgo.Opt
+					cfg := kafkapub.PublisherConfig{NoKeyRuns: strings.HasSuffix(mode, "-no-key-runs")}
 					if linger == "10ms" {
-						opts = append(opts, kgo.ProducerLinger(10*time.Millisecond))
+						cfg.ClientOptions = append(cfg.ClientOptions, kgo.ProducerLinger(10*time.Millisecond))
 					}
-					var pub publishers.Publisher = kafkaKfake(b, opts...)
-					if mode == "ordered-pipelined" {
-						pub = claimsKeyOrder{pub}
-					}
-					drainKeys(b, keys, pub, &relay.Config{Unordered: mode == "unordered"})
+					drainKeys(b, keys, kafkaKfake(b, cfg), &relay.Config{Unordered: strings.HasPrefix(mode, "unordered")})
 				})
 			}
 		}
 	}
 }
 
-// kafkaKfake is a kafka publisher to a kfake cluster of its own with the
-// topic "bench" (6 partitions), with the extra client options opts.
-func kafkaKfake(b *testing.B, opts ...kgo.Opt) *kafkapub.Publisher {
+// kafkaKfake is a kafka publisher of cfg to a kfake cluster of its own
+// with the topic "bench" (6 partitions).
+func kafkaKfake(b *testing.B, cfg kafkapub.PublisherConfig) *kafkapub.Publisher {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, "bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	p, err := kafkapub.NewPublisher(&kafkapub.PublisherConfig{Brokers: c.ListenAddrs(), ClientOptions: opts})
+	cfg.Brokers = c.ListenAddrs()
+	p, err := kafkapub.NewPublisher(&cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = p.Close() })
 	return p
 }
-
-// claimsKeyOrder is a publisher that claims publishers.OrderKeeper, for
-// measuring what the relay's pipelined path would give. Benchmarks only.
-type claimsKeyOrder struct{ publishers.Publisher }
-
-func (claimsKeyOrder) KeepsKeyOrder() bool { return true }
 
 // drainKeys writes b.N events over keys keys, then times one relay with
 // pub and cfg draining them.
