@@ -1,5 +1,5 @@
 package kafka
 
 // WritesWaiting returns how many of p's writes to the brokers wait at
-// its write gate.
-func WritesWaiting(p *Publisher) int64 { return p.gate.waiting.Load() }
+// the write gates of its key runs' clients.
+func WritesWaiting(p *Publisher) int64 { return p.lanes.writesWaiting() }

@@ -7,18 +7,17 @@ import (
 	"sync/atomic"
 )
 
-// writeGate holds the client's writes to the brokers while a Publish call
-// hands a key run over to franz-go (see keyruns.go). Until every record
+// writeGate holds a lane's writes to the brokers while its call hands a
+// key run over to franz-go (see keyruns.go, lanes.go). Until every record
 // of the call is in the client's buffers nothing of the call reaches a
 // broker, so nothing of it can fail yet; and once a batch fails, franz-go
 // fails every record it then holds for the partition, so none of a key's
 // later records can be sent after an earlier one failed.
 //
-// Calls take the gate one at a time, for as long as handing their records
-// over takes (about a microsecond a record); their acknowledgements are
-// awaited outside it, so calls still pipeline. A write that meets the
-// gate held waits for it: the bytes it carries were built before the
-// hand-over began.
+// The gate is held for as long as handing the records over takes (about
+// a microsecond a record); the acknowledgements are awaited outside it. A
+// write that meets the gate held waits for it: the bytes it carries were
+// built before the hand-over began.
 type writeGate struct {
 	mu      sync.RWMutex
 	waiting atomic.Int64 // writes waiting at the gate (tests watch it)

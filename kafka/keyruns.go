@@ -20,14 +20,20 @@ import (
 //   - franz-go's idempotent producer stores a partition's records in the
 //     order they were produced, retries included, and when a batch fails
 //     it fails every record it then holds for the partition (the broker
-//     would refuse the ones in flight: their sequence numbers skip the
-//     failed batch);
-//   - the writes of a call that carries a run are held at the write gate
-//     (gate.go) while its records are handed over, so no batch of the call
-//     can fail before the client holds all of them: every record after a
-//     failed one is then held, and failed with it. (Without the gate a
-//     record produced just after an earlier one failed would go out in a
-//     new batch and be stored.)
+//     refuses the ones in flight: their sequence numbers skip the failed
+//     batch);
+//   - a call that carries a run publishes on a lane (lanes.go): a client
+//     that holds no other call's records from the start of the hand-over
+//     until the last of the call's records is settled, so no other
+//     batch's failure can fail the partition's buffer halfway through the
+//     hand-over;
+//   - the lane's writes are held at its write gate (gate.go) while the
+//     records are handed over, so no batch of the call can fail before
+//     the client holds all of it: every record after a failed one is then
+//     held, and failed with it. (Without the gate a record produced just
+//     after an earlier one failed would go out in a new batch and be
+//     stored.) The records' context ends with the call's, but not before
+//     the hand-over is done (handOverContext);
 //   - a record that franz-go would fail alone, before sending it — one
 //     too large for a batch — the Publisher fails itself (fits), and does
 //     not hand over the rest of its run.
@@ -37,7 +43,7 @@ import (
 // leaves them pending, uncharged.
 
 // repeatsKey reports whether two of msgs share a key: only then does the
-// call hold the write gate.
+// call take a lane.
 func repeatsKey(msgs []outbox.Message) bool {
 	seen := make(map[string]struct{}, len(msgs))
 	for i := range msgs {

@@ -193,6 +193,73 @@ func TestRecordAfterFailureIsNotStored(t *testing.T) {
 	}
 }
 
+// TestAnotherCallsFailureDoesNotSplitARun: a call's batch refused while a
+// call carrying a run of the same partition hands its records over does
+// not fail the first of them and leave the rest to be stored: a run
+// publishes on a client of its own (a lane). Hooks hold the run's message
+// 2 until the other call's message has failed.
+func TestAnotherCallsFailureDoesNotSplitARun(t *testing.T) {
+	c, b, prefix := onePartition(t)
+	other := keyed("k", 1)
+	other[0].Payload = []byte("other")
+	run := keyed("k", 5)
+	atBroker, half, otherFailed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hooks := hookFuncs{
+		buffered: func(r *kgo.Record) {
+			if string(r.Value) != "2" {
+				return
+			}
+			close(half)
+			select {
+			case <-otherFailed:
+			case <-time.After(10 * time.Second):
+				t.Error("the other call's message did not fail in 10s")
+			}
+		},
+		unbuffered: func(r *kgo.Record, err error) {
+			if err != nil && string(r.Value) == "other" {
+				once.Do(func() { close(otherFailed) })
+			}
+		},
+	}
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		close(atBroker)
+		c.SleepControl(func() {
+			select {
+			case <-half:
+			case <-time.After(10 * time.Second):
+				t.Error("the run was not half handed over in 10s")
+			}
+		})
+		return refuse(req.(*kmsg.ProduceRequest), kerr.PolicyViolation), nil, true // the first request only: the other call's
+	})
+	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, TopicPrefix: prefix, ClientOptions: []kgo.Opt{kgo.WithHooks(hooks)}})
+	defer p.Close()
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- publish(t, p, other)[0] }()
+	select {
+	case <-atBroker:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the other call's message did not reach the broker in 15s")
+	}
+	for i, err := range publish(t, p, run) {
+		if err != nil {
+			t.Errorf("run, message %d: %v", i, err)
+		}
+	}
+	if err := <-otherErr; err == nil {
+		t.Error("the other call's message stored, want it refused")
+	}
+	var want []string
+	for _, m := range run {
+		want = append(want, m.ID.String())
+	}
+	if got := ids(read(t, b, prefix+testTopic, prefix, len(want), 15*time.Second)); !slices.Equal(got, want) {
+		t.Errorf("stored %v, want the run whole, in order: %v", got, want)
+	}
+}
+
 // TestWithoutKeyRunsARecordAfterFailureIsStored is why the write gate is
 // there: franz-go alone sends a record produced after its partition's
 // buffer failed, in a new batch, and stores it although earlier records

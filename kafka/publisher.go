@@ -20,10 +20,10 @@ import (
 // Publisher publishes outbox messages to Kafka. It is safe for concurrent
 // use.
 type Publisher struct {
-	cfg  PublisherConfig
-	cl   *kgo.Client
-	ref  *refusals
-	gate *writeGate // held while a call hands a key run over (keyruns.go)
+	cfg   PublisherConfig
+	cl    *kgo.Client
+	ref   *refusals
+	lanes *lanes // the clients of calls carrying key runs (keyruns.go)
 
 	maxBatch     func(topic string) int32 // kgo.ProducerBatchMaxBytes, as configured
 	defaultTopic string                   // kgo.DefaultProduceTopic, as configured
@@ -54,26 +54,20 @@ func NewPublisher(cfg *PublisherConfig) (*Publisher, error) {
 	c := cfg.WithDefaults()
 	ref := newRefusals(true)
 	opts := c.clientOptions(ref)
-	// A first client, never used, says how the options dial (TLS, a
-	// Dialer of the user's); the client proper dials the same way through
-	// the write gate.
-	probe, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
 	}
-	dial, _ := probe.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error))
-	maxBatch, _ := probe.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
-	defaultTopic, _ := probe.OptValue(kgo.DefaultProduceTopic).(string)
-	probe.Close()
+	// How the options dial (TLS, a Dialer of the user's): the lanes dial
+	// the same way, through their write gates.
+	dial, _ := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error))
+	maxBatch, _ := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)
+	defaultTopic, _ := cl.OptValue(kgo.DefaultProduceTopic).(string)
 	if dial == nil || maxBatch == nil {
+		cl.Close()
 		return nil, errors.New("kafka publisher: franz-go did not report its dialer or batch limit")
 	}
-	g := &writeGate{}
-	cl, err := kgo.NewClient(append(opts, kgo.DialTLSConfig(nil), kgo.Dialer(g.dialer(dial)))...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka publisher: %s", redactText(err.Error()))
-	}
-	return &Publisher{cfg: c, cl: cl, ref: ref, gate: g, maxBatch: maxBatch, defaultTopic: defaultTopic, done: make(chan struct{})}, nil
+	return &Publisher{cfg: c, cl: cl, ref: ref, lanes: newLanes(opts, dial), maxBatch: maxBatch, defaultTopic: defaultTopic, done: make(chan struct{})}, nil
 }
 
 // Check asks a broker for the cluster's metadata, which proves that the
@@ -191,13 +185,25 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		gone    bool // Publish returned: callbacks write nothing
 		wg      sync.WaitGroup
 	)
+	cl := p.cl
 	runs := p.KeepsKeyOrder() && repeatsKey(msgs)
 	rctx, handedOver, stop := ctx, func() func() bool { return nil }, func() bool { return false }
-	var failed map[string]error // runs: a key's first message that failed before it was produced
+	var (
+		ln     *lane
+		failed map[string]error // runs: a key's first message that failed before it was produced
+	)
 	if runs {
+		var err error
+		if ln, err = p.lanes.get(ctx, p.done); err != nil {
+			for i := range msgs {
+				errs[i] = classify(fmt.Errorf("kafka publish %s: not sent: %w", msgs[i].ID, err))
+			}
+			return errs
+		}
+		cl = ln.cl
 		rctx, handedOver = handOverContext(ctx)
 		failed = map[string]error{}
-		p.gate.hold()
+		ln.gate.hold()
 	}
 	// Produce after Close fails the record with kgo.ErrClientClosed
 	// (unavailable): no lock is needed, and none is held while Produce
@@ -226,7 +232,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			continue
 		}
 		wg.Add(1)
-		p.cl.Produce(rctx, r, func(r *kgo.Record, err error) {
+		cl.Produce(rctx, r, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
@@ -249,12 +255,18 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		})
 	}
 	if runs {
-		p.gate.release()
+		ln.gate.release()
 		stop = handedOver()
 	}
 
 	all := make(chan struct{})
-	go func() { wg.Wait(); close(all) }()
+	go func() {
+		wg.Wait()
+		close(all)
+		if ln != nil {
+			p.lanes.put(ln) // every record of the call settled
+		}
+	}()
 	var why error
 	select {
 	case <-all:
@@ -300,6 +312,7 @@ func (p *Publisher) Close() error {
 		p.closed.Store(true)
 		close(p.done)
 		p.cl.Close()
+		p.lanes.close()
 	})
 	return nil
 }

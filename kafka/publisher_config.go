@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,10 +54,9 @@ type PublisherConfig struct {
 	// ClientOptions are extra franz-go options (TLS, SASL,
 	// kgo.ProducerLinger — the publisher does not linger by default —, …),
 	// applied after the publisher's own so they may override them —
-	// except acks, which stay acks=all, and the buffer limits
-	// (kgo.MaxBufferedRecords, kgo.MaxBufferedBytes), which stay off: a
-	// Publish call hands all its records over at once and must never wait
-	// for room (the relay bounds what is in flight). They must not disable
+	// except acks, which stay acks=all, and, for the clients of calls
+	// carrying key runs, the buffer limits (kgo.MaxBufferedRecords,
+	// kgo.MaxBufferedBytes), which stay off there. They must not disable
 	// idempotent writes (kgo.DisableIdempotentWrite): ordered retries rest
 	// on them. A kgo.WithLogger here replaces the publisher's logger,
 	// through which it notices the brokers refusing the SASL credentials.
@@ -151,9 +149,6 @@ func (c *PublisherConfig) clientOptions(ref *refusals) []kgo.Opt {
 		kgo.WithHooks(saslHook{ref}),
 	}
 	opts = append(opts, c.ClientOptions...)
-	// What the guarantees rest on comes last, so ClientOptions cannot undo
-	// it: acks=all for idempotence, and no buffer limit, since a call that
-	// holds the write gate must not wait in Produce for room that only
-	// writes can make (keyruns.go).
-	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(math.MaxInt), kgo.MaxBufferedBytes(0))
+	// What the guarantees rest on comes last, so ClientOptions cannot undo it.
+	return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 }

@@ -24,9 +24,9 @@ import (
 // publisher as it ships (key runs: a batch's events of a key in one
 // pipelined call); and ordered-no-key-runs, the same with
 // PublisherConfig.NoKeyRuns (one event of a key in flight at a time);
-// unordered-no-key-runs is unordered with NoKeyRuns, which never holds the
-// publisher's write gate (a call of several events of a key does
-// otherwise, in unordered mode too).
+// unordered-no-key-runs is unordered with NoKeyRuns, which never
+// publishes on a lane with its write gate (a call of several events of a
+// key does otherwise, in unordered mode too).
 //
 // Each row runs with the publisher's default linger (none) and with
 // franz-go's (kgo.ProducerLinger(10ms)), which holds a partition's first
