@@ -132,7 +132,6 @@ func TestRecordAfterFailureIsNotStored(t *testing.T) {
 	c, b, prefix := onePartition(t)
 	msgs := keyed("k", n)
 	failed := make(chan struct{})
-	var once sync.Once
 	var p *kafka.Publisher
 	var armed atomic.Bool // the first call only
 	armed.Store(true)
@@ -153,11 +152,7 @@ func TestRecordAfterFailureIsNotStored(t *testing.T) {
 				}
 			}
 		},
-		unbuffered: func(r *kgo.Record, err error) {
-			if err != nil && string(r.Value) == "0" {
-				once.Do(func() { close(failed) })
-			}
-		},
+		unbuffered: closeOnFailure("0", failed),
 	}
 	var refused atomic.Bool
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -179,16 +174,8 @@ func TestRecordAfterFailureIsNotStored(t *testing.T) {
 		}
 	}
 	// Again: now every message is stored, and nothing of the first call.
-	for i, err := range publish(t, p, msgs) {
-		if err != nil {
-			t.Fatalf("again, message %d: %v", i, err)
-		}
-	}
-	var want []string
-	for _, m := range msgs {
-		want = append(want, m.ID.String())
-	}
-	if got := ids(read(t, b, prefix+testTopic, prefix, n, 15*time.Second)); !slices.Equal(got, want) {
+	mustPublish(t, p, msgs)
+	if got, want := ids(read(t, b, prefix+testTopic, prefix, n, 15*time.Second)), idsOf(msgs); !slices.Equal(got, want) {
 		t.Errorf("stored %v, want only the second call's, in order: %v", got, want)
 	}
 }
@@ -204,24 +191,15 @@ func TestAnotherCallsFailureDoesNotSplitARun(t *testing.T) {
 	other[0].Payload = []byte("other")
 	run := keyed("k", 5)
 	atBroker, half, otherFailed := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	hold := holdUntil(t, "2", otherFailed, "the other call's message did not fail")
 	hooks := hookFuncs{
 		buffered: func(r *kgo.Record) {
-			if string(r.Value) != "2" {
-				return
+			if string(r.Value) == "2" {
+				close(half)
 			}
-			close(half)
-			select {
-			case <-otherFailed:
-			case <-time.After(10 * time.Second):
-				t.Error("the other call's message did not fail in 10s")
-			}
+			hold(r)
 		},
-		unbuffered: func(r *kgo.Record, err error) {
-			if err != nil && string(r.Value) == "other" {
-				once.Do(func() { close(otherFailed) })
-			}
-		},
+		unbuffered: closeOnFailure("other", otherFailed),
 	}
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		close(atBroker)
@@ -251,11 +229,7 @@ func TestAnotherCallsFailureDoesNotSplitARun(t *testing.T) {
 	if err := <-otherErr; err == nil {
 		t.Error("the other call's message stored, want it refused")
 	}
-	var want []string
-	for _, m := range run {
-		want = append(want, m.ID.String())
-	}
-	if got := ids(read(t, b, prefix+testTopic, prefix, len(want), 15*time.Second)); !slices.Equal(got, want) {
+	if got, want := ids(read(t, b, prefix+testTopic, prefix, len(run), 15*time.Second)), idsOf(run); !slices.Equal(got, want) {
 		t.Errorf("stored %v, want the run whole, in order: %v", got, want)
 	}
 }
@@ -272,23 +246,9 @@ func TestWithoutKeyRunsARecordAfterFailureIsStored(t *testing.T) {
 	c, b, prefix := onePartition(t)
 	msgs := keyed("k", n)
 	failed := make(chan struct{})
-	var once sync.Once
 	hooks := hookFuncs{
-		buffered: func(r *kgo.Record) {
-			if string(r.Value) != "2" {
-				return
-			}
-			select {
-			case <-failed:
-			case <-time.After(10 * time.Second):
-				t.Error("message 0 did not fail in 10s")
-			}
-		},
-		unbuffered: func(r *kgo.Record, err error) {
-			if err != nil && string(r.Value) == "0" {
-				once.Do(func() { close(failed) })
-			}
-		},
+		buffered:   holdUntil(t, "2", failed, "message 0 did not fail"),
+		unbuffered: closeOnFailure("0", failed),
 	}
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		return refuse(req.(*kmsg.ProduceRequest), kerr.PolicyViolation), nil, true // the first request only
@@ -309,6 +269,53 @@ func TestWithoutKeyRunsARecordAfterFailureIsStored(t *testing.T) {
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("stored %v (acknowledged %v): franz-go no longer stores a key's records after an earlier one failed; the write gate may go", got, want)
 	}
+}
+
+// holdUntil returns a hook that holds the record whose value is v, as it
+// is buffered, until ch is closed: at most 10 seconds, after which the
+// test fails with what.
+func holdUntil(t *testing.T, v string, ch <-chan struct{}, what string) func(*kgo.Record) {
+	return func(r *kgo.Record) {
+		if string(r.Value) != v {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s in 10s", what)
+		}
+	}
+}
+
+// closeOnFailure returns a hook that closes ch when the record whose
+// value is v fails.
+func closeOnFailure(v string, ch chan<- struct{}) func(*kgo.Record, error) {
+	var once sync.Once
+	return func(r *kgo.Record, err error) {
+		if err != nil && string(r.Value) == v {
+			once.Do(func() { close(ch) })
+		}
+	}
+}
+
+// mustPublish publishes msgs and fails the test unless every one is
+// stored.
+func mustPublish(t *testing.T, p *kafka.Publisher, msgs []outbox.Message) {
+	t.Helper()
+	for i, err := range publish(t, p, msgs) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+}
+
+// idsOf returns the IDs of msgs, in order.
+func idsOf(msgs []outbox.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID.String()
+	}
+	return out
 }
 
 // onePartition starts a kfake cluster of its own whose topics have one

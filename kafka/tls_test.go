@@ -37,16 +37,8 @@ func TestTLS(t *testing.T) {
 	p := newPublisher(t, &kafka.PublisherConfig{Brokers: b, TopicPrefix: prefix, ClientOptions: []kgo.Opt{withTLS}})
 	defer p.Close()
 	msgs := keyed("k", 3)
-	for i, err := range publish(t, p, msgs) {
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-	}
-	var want []string
-	for _, m := range msgs {
-		want = append(want, m.ID.String())
-	}
-	if got := ids(read(t, b, prefix+testTopic, prefix, len(msgs), 15*time.Second, withTLS)); !slices.Equal(got, want) {
+	mustPublish(t, p, msgs)
+	if got, want := ids(read(t, b, prefix+testTopic, prefix, len(msgs), 15*time.Second, withTLS)), idsOf(msgs); !slices.Equal(got, want) {
 		t.Errorf("stored %v, want %v", got, want)
 	}
 
