@@ -126,7 +126,10 @@ func (p *Publisher) Check(ctx context.Context) error {
 // within a call".
 func (p *Publisher) KeepsKeyOrder() bool { return !p.cfg.NoKeyRuns }
 
-// Client returns the franz-go client the Publisher produces with.
+// Client returns the Publisher's main franz-go client: the one that
+// produces calls whose keys are all different. A call carrying several
+// messages of a key produces on a client of its own (see the package
+// documentation, "Key order within a call").
 func (p *Publisher) Client() *kgo.Client { return p.cl }
 
 // topic maps an outbox topic to a Kafka topic.
