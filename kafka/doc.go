@@ -153,29 +153,29 @@
 //     and a later one stored.
 //
 // So a call that carries two messages of a key publishes on a lane: a
-// franz-go client of its own (with the same options), which holds no
-// other call's records from the start of the call until the last of its
-// records is settled, so that no other batch's failure — a response on
-// its way, a context that ended, a timeout — can fail a partition's buffer
-// halfway through the call. Up to 8 such calls are in flight at once,
-// each on its lane; a ninth waits for one to come free. While the call
-// hands its records over it holds the lane's write gate: the client's
-// writes to the brokers wait (every connection is dialled through the
-// gate, under TLS and SASL), so nothing of the call can reach a broker,
+// franz-go client of its own (with the same options), which holds no other
+// call's records from the start of the call until the last of its records
+// is settled, so that no other batch's failure — a response on its way, a
+// context that ended, a timeout — can fail a partition's buffer halfway
+// through the call. Up to 32 such calls are in flight at once, each on its
+// lane (a relay has one per worker); more wait for a lane to come free.
+// While the call hands its records over it holds the lane's write gate: the
+// client's writes to the brokers wait (every connection is dialled through
+// the gate, under TLS and SASL), so nothing of the call can reach a broker,
 // or fail, before the client holds all of it; once a batch fails, every
 // later record of its partition is then among those franz-go fails. The
 // gate is held for as long as the hand-over takes (about a microsecond a
 // record); the acknowledgements are awaited outside it. The records'
-// context ends with the call's, but only once they are all handed over.
-// A record franz-go would fail alone before sending it (one too large for
-// a batch, which franz-go fails while sending the ones after it) the
-// Publisher fails itself first, and hands none of the key's later
-// messages over. Its bound counts the batch's framing generously: a
-// record within about 100 bytes of MaxRecordBytes fails too, in every
-// call. A lane turns franz-go's buffer limits off (kgo.MaxBufferedRecords,
-// kgo.MaxBufferedBytes), so that no call waits for room while it holds
-// the gate: a lane holds one call's records. Calls whose keys are all
-// different publish on the Publisher's main client, as before.
+// context ends with the call's, but only once they are all handed over. A
+// record franz-go would fail alone before sending it (one too large for a
+// batch, which franz-go fails while sending the ones after it) the
+// Publisher fails itself first, and hands none of the key's later messages
+// over. Its bound counts the batch's framing generously: a record within
+// about 100 bytes of MaxRecordBytes fails too, in every call. A lane turns
+// franz-go's buffer limits off (kgo.MaxBufferedRecords,
+// kgo.MaxBufferedBytes), so that no call waits for room while it holds the
+// gate: a lane holds one call's records. Calls whose keys are all different
+// publish on the Publisher's main client, as before.
 //
 // One case is left: a topic the brokers keep saying does not exist fails
 // the records that wait for it (kgo.UnknownTopicRetries); should that

@@ -13,7 +13,9 @@ import (
 
 // maxLanes bounds the calls carrying key runs that are in flight at once,
 // each on a lane of its own; a call past it waits for a lane to come free.
-const maxLanes = 8
+// A relay has one call in flight per worker (relay.Config.Workers, 2 by
+// default), in ordered and unordered mode alike.
+const maxLanes = 32
 
 // A lane is a client for one call carrying key runs at a time, from the
 // moment it starts handing its records over until the last of them is
