@@ -73,6 +73,37 @@ func TestRangeMeetsAHeldHead(t *testing.T) {
 	}
 }
 
+// TestContinuationMeetsAHeldRow: a continuation whose run meets a row
+// another transaction holds (a fresh claim that took the key's next rows,
+// in the same process) starts again ranked and passes the key over, but
+// does not make the store's claims rank for rankedSpell: in one process
+// that race is of the moment, and the spell would rank every claim.
+func TestContinuationMeetsAHeldRow(t *testing.T) {
+	ctx := context.Background()
+	pool, s := keyedEvents(t, 6, "k1")
+	p := stores.ClaimParams{Limit: 8, Now: time.Now().Add(time.Second), PerKey: 2}
+	claimed, err := s.Claim(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = claimed.Abort(ctx) })
+	if n := len(claimed.Records()); n != 2 {
+		t.Fatalf("claimed %d records, want k1's first 2", n)
+	}
+	holdRow(t, pool, s, "k1#3")
+	next, err := claimed.(stores.Continuer).Continue(ctx, p)
+	if err != nil {
+		t.Fatalf("Continue: %v", err)
+	}
+	if next != nil {
+		t.Cleanup(func() { _ = next.Abort(ctx) })
+		t.Fatalf("the continuation took %d records past a held row, want none", len(next.Records()))
+	}
+	if s.runLocking() != lockInOrder {
+		t.Fatal("after a continuation met a held row the store's claims rank their runs: want them locked in order still")
+	}
+}
+
 // keyedEvents returns a store whose table holds n events of each of keys,
 // their payloads "k#1" to "k#n" in their key, one transaction a round.
 func keyedEvents(t *testing.T, n int, keys ...string) (*pgxpool.Pool, *Store) {

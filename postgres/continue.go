@@ -37,7 +37,7 @@ func (b *batch) Continue(ctx context.Context, p stores.ClaimParams) (stores.Batc
 		// or take the one a fresh claim or a completion needs.
 		return nil, nil
 	}
-	next, err := attempt(s, func(locking runLocking) (*batch, error) { return b.continueIn(ctx, p, locking) })
+	next, err := attempt(s, false, func(locking runLocking) (*batch, error) { return b.continueIn(ctx, p, locking) })
 	if err != nil || next == nil {
 		return nil, err
 	}
