@@ -8,7 +8,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxgo/outbox/internal/testenv"
 	kafkapub "github.com/outboxgo/outbox/kafka"
@@ -24,8 +23,8 @@ var brokersKeys = flag.String("brokers-keys", "1000", "BenchmarkDrainBrokers' ke
 // BenchmarkDrainBrokers drains a backlog of b.N events from PostgreSQL to
 // each broker the project publishes to, unordered and ordered, over each
 // of -brokers-keys keys: Kafka on kfake (in-process), RabbitMQ and Redis
-// on the local servers (Redis with and without key runs). NATS is
-// BenchmarkDrain.
+// on the local servers (Kafka and Redis with and without key runs). NATS
+// is BenchmarkDrain.
 //
 //	go test -run '^$' -bench DrainBrokers -benchtime 50000x ./relay/ -brokers-keys 10,1000
 func BenchmarkDrainBrokers(b *testing.B) {
@@ -34,7 +33,10 @@ func BenchmarkDrainBrokers(b *testing.B) {
 		name string
 		pub  func(b *testing.B, _ *bundle) publishers.Publisher
 	}{
-		{"kafka", kafkaBench},
+		{"kafka", func(b *testing.B, _ *bundle) publishers.Publisher { return kafkaKfake(b, kafkapub.PublisherConfig{}) }},
+		{"kafka-no-key-runs", func(b *testing.B, _ *bundle) publishers.Publisher {
+			return kafkaKfake(b, kafkapub.PublisherConfig{NoKeyRuns: true})
+		}},
 		{"rabbitmq", rabbitBench},
 		{"redis", func(b *testing.B, _ *bundle) publishers.Publisher { return redisBench(b, false) }},
 		{"redis-no-key-runs", func(b *testing.B, _ *bundle) publishers.Publisher { return redisBench(b, true) }},
@@ -48,20 +50,6 @@ func BenchmarkDrainBrokers(b *testing.B) {
 			}
 		}
 	}
-}
-
-func kafkaBench(b *testing.B, _ *bundle) publishers.Publisher {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(6, "bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	p, err := kafkapub.NewPublisher(&kafkapub.PublisherConfig{Brokers: c.ListenAddrs()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = p.Close() })
-	return p
 }
 
 func rabbitBench(b *testing.B, _ *bundle) publishers.Publisher {
