@@ -110,14 +110,3 @@ func (ls *lanes) close() {
 		l.cl.Close()
 	}
 }
-
-// writesWaiting returns how many writes wait at the lanes' gates.
-func (ls *lanes) writesWaiting() int64 {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var n int64
-	for _, l := range ls.all {
-		n += l.gate.waiting.Load()
-	}
-	return n
-}

@@ -190,10 +190,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	)
 	cl := p.cl
 	runs := p.KeepsKeyOrder() && repeatsKey(msgs)
-	rctx, handedOver, stop := ctx, func() func() bool { return nil }, func() bool { return false }
+	rctx, stop := ctx, func() bool { return false }
 	var (
-		ln     *lane
-		failed map[string]error // runs: a key's first message that failed before it was produced
+		ln         *lane
+		handedOver func() func() bool // runs: links rctx to ctx once the records are handed over
+		failed     map[string]error   // runs: a key's first message that failed before it was produced
 	)
 	if runs {
 		var err error
