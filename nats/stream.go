@@ -52,12 +52,25 @@ func (p *Publisher) EnsureStream(ctx context.Context, name string, subjects []st
 // batched, on a server that has fast-ingest batches (2.14.0+), batch
 // publish.
 func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []string, atomic, batched bool) error {
-	atomic = atomic && versionAtLeast(p.nc.ConnectedServerVersion(), 2, 12, 1)
-	batched = batched && versionAtLeast(p.nc.ConnectedServerVersion(), 2, 14, 0)
 	if err := checkStreamSubjects(subjects); err != nil {
 		return publishers.Misconfigured(fmt.Errorf("nats: stream %s: %w", name, err))
 	}
+	if testHookStreamLookup != nil {
+		testHookStreamLookup()
+	}
 	s, err := p.js.Stream(ctx, name)
+	if err == nil || errors.Is(err, jetstream.ErrStreamNotFound) {
+		// The server has answered, so the connection knows its version
+		// now. Asked before, while a connection retried at startup
+		// (nats.RetryOnFailedConnect) or reconnected, it is unknown, and
+		// the stream would be set up without the batches the server has.
+		v := p.nc.ConnectedServerVersion()
+		if v == "" && (atomic || batched) {
+			return publishers.Unavailable(fmt.Errorf("nats: set up stream %s at %s: the connection was lost before the server's version was known", name, p.where()))
+		}
+		atomic = atomic && versionAtLeast(v, 2, 12, 1)
+		batched = batched && versionAtLeast(v, 2, 14, 0)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		_, err = p.js.CreateStream(ctx, jetstream.StreamConfig{
@@ -105,6 +118,10 @@ func (p *Publisher) ensureStream(ctx context.Context, name string, subjects []st
 	}
 	return nil
 }
+
+// testHookStreamLookup, when set (by tests), runs before ensureStream
+// looks the stream up.
+var testHookStreamLookup func()
 
 // SetupStream makes sure PublisherConfig.Stream exists and captures the
 // publisher's subjects, SubjectPrefix + ".>", as EnsureStream does (and
