@@ -50,6 +50,7 @@ type env struct {
 	js      jetstream.JetStream
 	stream  string
 	prefix  string
+	relays  []*pgcdc.Relay // started by start: their state is logged when a wait times out
 }
 
 func newEnv(t testing.TB) *env {
@@ -167,6 +168,7 @@ func (e *env) start(cfg *pgcdc.Config, pub publishers.Publisher) *pgcdc.Relay {
 		defer cancel()
 		_ = r.Stop(ctx)
 	})
+	e.relays = append(e.relays, r)
 	e.waitFor("the relay streams", 30*time.Second, r.Active)
 	return r
 }
@@ -283,6 +285,9 @@ func (e *env) waitFor(what string, within time.Duration, cond func() bool) {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for i, r := range e.relays {
+				e.t.Logf("relay %d: %s", i, pgcdc.State(r))
+			}
 			e.t.Fatalf("timed out after %v waiting for: %s", within, what)
 		}
 		time.Sleep(10 * time.Millisecond)
