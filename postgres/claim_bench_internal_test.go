@@ -25,7 +25,7 @@ import (
 //
 //	go test -run '^$' -bench BacklogClaim -benchtime 200000x ./postgres/
 func BenchmarkBacklogClaim(b *testing.B) {
-	for _, keys := range []int{1000, 100000} {
+	for _, keys := range []int{1, 10, 1000, 100000} {
 		for _, mode := range []string{"unordered", "ordered", "ordered-ranked"} {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, mode), func(b *testing.B) {
 				benchBacklogClaim(b, keys, mode)
