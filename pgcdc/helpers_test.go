@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,6 +289,9 @@ func (e *env) waitFor(what string, within time.Duration, cond func() bool) {
 			for i, r := range e.relays {
 				e.t.Logf("relay %d: %s", i, pgcdc.State(r))
 			}
+			if len(e.relays) > 0 {
+				e.t.Logf("the relays' goroutines:\n%s", relayGoroutines())
+			}
 			e.t.Fatalf("timed out after %v waiting for: %s", within, what)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -386,3 +390,17 @@ func (nopPublisher) Publish(_ context.Context, msgs []outbox.Message) []error {
 	return make([]error, len(msgs))
 }
 func (nopPublisher) Close() error { return nil }
+
+// relayGoroutines returns the stacks of the goroutines running the relay
+// package's code.
+func relayGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "outbox/pgcdc.(*") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}

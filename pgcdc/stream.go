@@ -352,10 +352,13 @@ func (s *stream) insert(ctx context.Context, row *row) error {
 	}
 	e.mu.Lock()
 	e.add(&event{msg: row.msg, tx: s.cur, mark: r.cfg.Mode == MarkRows})
-	if s.cur.open%r.cfg.BatchSize == 0 || e.events >= r.cfg.Window {
+	if s.cur.open%r.cfg.BatchSize == 0 || e.events >= r.cfg.Window || e.paused() {
 		// A long transaction: its events so far fill a batch, or the
 		// window, and go out before its commit arrives (the stream
-		// waits for the window meanwhile).
+		// waits for the window meanwhile). Or the broker is down and
+		// the stream now pauses on this event, before the commit that
+		// would wake the dispatcher: the breaker probes the broker with
+		// it.
 		e.notify()
 	}
 	e.mu.Unlock()
