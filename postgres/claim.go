@@ -347,15 +347,23 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if room <= 0 {
 		return nil
 	}
+	// The walk took as many heads as it could: it may have taken the last
+	// key with pending rows, and then it reached them all. Whether it did
+	// matters only when runs come full (see below); the probe rides in
+	// the runs' round trip.
+	var beyond *keysProbe
+	if walkFull {
+		beyond = &keysProbe{last: heads[len(heads)-1].rec.Key, cursor: cursor, wrapped: wrapped}
+	}
 	if per := sqlkit.RunLength(room, max(1, len(ends)), p.PerKey-first); len(ends) > 0 && per > 0 {
-		if ends, err = s.claimRuns(ctx, tx, p.Now, b, ends, per, room, locking); err != nil {
+		if ends, err = s.claimRuns(ctx, tx, p.Now, b, ends, per, room, locking, beyond); err != nil {
 			return err
 		}
 	}
 	if walkFull && len(ends) > 0 {
-		// The walk took as many heads as it could: it may have taken the
-		// last key with pending rows, and then it reached them all.
-		if walkFull, err = s.keysBeyond(ctx, tx, heads[len(heads)-1].rec.Key, cursor, wrapped); err != nil {
+		if beyond.done {
+			walkFull = beyond.more
+		} else if walkFull, err = s.keysBeyond(ctx, tx, beyond.last, cursor, wrapped); err != nil {
 			return err
 		}
 	}
@@ -489,6 +497,14 @@ func (s *Store) keysBeyond(ctx context.Context, tx pgx.Tx, last, cursor string, 
 	return more, err
 }
 
+// keysProbe is keysBeyond asked in the round trip of another statement
+// (claimRuns): its arguments, and once asked (done), its answer.
+type keysProbe struct {
+	last, cursor string
+	wrapped      bool
+	done, more   bool
+}
+
 // keysBeyondSQL is keysBeyond's statement: whether a pending keyed row has
 // a key after $1 and up to $2 (wrapped), or after $1 or up to $2; one
 // probe of the (key, seq) index each.
@@ -521,8 +537,9 @@ type runEnd struct {
 // of each key (see runsSQL), and returns the ends of the runs that took
 // all per rows, moved to their new last rows: the other keys have no more
 // rows due and free, or rows this batch locked and left out (the room ran
-// out, or one was not due), so nothing to continue.
-func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, ends []runEnd, per, room int, locking runLocking) ([]runEnd, error) {
+// out, or one was not due), so nothing to continue. With beyond, it asks
+// keysBeyond's question after the runs' statement, in the same round trip.
+func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, ends []runEnd, per, room int, locking runLocking, beyond *keysProbe) ([]runEnd, error) {
 	keys := make([]string, len(ends))
 	seqs := make([]int64, len(ends))
 	at := make(map[string]int, len(ends))
@@ -531,10 +548,17 @@ func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batc
 	}
 	var pb pgx.Batch
 	pb.Queue(s.runsSQL(locking), keys, seqs, per)
+	if beyond != nil {
+		pb.Queue(s.keysBeyondSQL(beyond.wrapped), beyond.last, beyond.cursor)
+	}
 	rows := make([]numbered, 0, min(len(ends)*per, room+per))
 	sc := newRowScanner(withRank)
 	ranks := ranker(locking)
-	err := run(ctx, tx, &pb, 0, func(_ int, r pgx.Rows) error {
+	err := run(ctx, tx, &pb, 0, func(q int, r pgx.Rows) error {
+		if q == 1 {
+			beyond.done = true
+			return r.Scan(&beyond.more)
+		}
 		x, err := sc.scan(r)
 		ranks(&x)
 		rows = append(rows, x)

@@ -13,9 +13,35 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/internal/testkit/pgtest"
 	"github.com/outboxgo/outbox/stores"
 )
+
+// tracedStore is a migrated store whose pool counts its round trips.
+func tracedStore(t *testing.T) (*pgxpool.Pool, *DB, *roundTrips) {
+	t.Helper()
+	pgtest.Pool(t) // skips, or fails under CI, without PostgreSQL
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return pool, db, rt
+}
 
 // roundTrips counts the statements and pipelines a pool's connections
 // send: each is one round trip to the server.
@@ -41,25 +67,7 @@ func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // its run, claimed in order.
 func TestTrickleClaimRoundTrips(t *testing.T) {
 	ctx := context.Background()
-	pgtest.Pool(t) // skips, or fails under CI, without PostgreSQL
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rt roundTrips
-	cfg.ConnConfig.Tracer = &rt
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db, err := New(pool, &Config{Schema: pgtest.Schema(t, pool)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pool, db, rt := tracedStore(t)
 	ob := outbox.New(db, nil)
 	seq := 0
 	enqueue := func(keys ...string) {
@@ -115,4 +123,44 @@ func TestTrickleClaimRoundTrips(t *testing.T) {
 	claim([]string{"#2", "k1#1", "k1#3", "k2#4"}, 2) // k1's head and its first run, k2's head
 	enqueue("k1", "k1")
 	claim([]string{"#2", "k1#1", "k1#3", "k1#5", "k1#6", "k2#4"}, 3)
+}
+
+// TestDeepKeysClaimRoundTrips: an ordered claim for a pipelined publisher
+// over more deep keys than its walk takes heads (a backlog over many keys)
+// takes BEGIN, the walk's pipeline (heads and first runs) and the runs'
+// pipeline, which also asks whether keys lie beyond the walk (whether the
+// batch may be continued): three round trips, where the question used to
+// take a fourth.
+func TestDeepKeysClaimRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	pool, db, rt := tracedStore(t)
+	s := db.Store()
+	const keys, per = 20, 200
+	if _, err := pool.Exec(ctx, `INSERT INTO `+s.nm.table+` (id, topic, key, type, payload, created_at, available_at)
+		SELECT gen_random_uuid(), 'orders', 'k' || lpad((g % $1)::text, 2, '0'), 'T', '\x00', now(), now()
+		FROM generate_series(0, $2 - 1) g`, keys, keys*per); err != nil {
+		t.Fatal(err)
+	}
+	p := stores.ClaimParams{Limit: 1000, Now: time.Now().Add(time.Second), PerKey: 1000, Pipelined: true}
+	heads := sqlkit.HeadLimit(p.Limit, p.PerKey, p.Pipelined)
+	if heads >= keys {
+		t.Fatalf("the walk takes %d heads: the test needs more keys than that", heads)
+	}
+	rt.n.Store(0)
+	b, err := s.Claim(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := rt.n.Load()
+	defer b.Abort(ctx) //nolint:errcheck // read only
+	byKey := map[string]int{}
+	for _, r := range b.Records() {
+		byKey[r.Key]++
+	}
+	if len(b.Records()) != p.Limit || len(byKey) != heads {
+		t.Fatalf("claimed %d events of %d keys, want %d of %d", len(b.Records()), len(byKey), p.Limit, heads)
+	}
+	if n != 3 {
+		t.Errorf("the claim took %d round trips, want 3", n)
+	}
 }

@@ -55,7 +55,7 @@ func (b *batch) continueIn(ctx context.Context, p stores.ClaimParams, locking ru
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
 	_, err = next.tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
 	if err == nil {
-		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit, locking)
+		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit, locking, nil)
 	}
 	if err != nil {
 		_ = next.Abort(ctx)
