@@ -363,7 +363,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	if walkFull && len(ends) > 0 {
 		if beyond.done {
 			walkFull = beyond.more
-		} else if walkFull, err = s.keysBeyond(ctx, tx, beyond.last, cursor, wrapped); err != nil {
+		} else if walkFull, err = s.keysBeyond(ctx, tx, beyond.last, beyond.cursor, beyond.wrapped); err != nil {
 			return err
 		}
 	}
@@ -774,12 +774,12 @@ func (s *Store) keyedSQL(runs bool, locking runLocking) string {
 	}
 	firsts := `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, 1::bigint, false FROM h
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m
-		WHERE (m.key, m.seq) > (h.key, h.seq) AND m.key <= h.key AND m.key <> '' AND m.status = 0 ORDER BY m.key, m.seq LIMIT $4 FOR UPDATE NOWAIT) m`
+		WHERE ` + rowsAfter("m", "h.key", "h.seq") + ` LIMIT $4 FOR UPDATE NOWAIT) m`
 	if locking == lockRanked {
 		firsts = `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank, run.found > $4 FROM h
 	CROSS JOIN LATERAL (SELECT tid, rank, count(*) OVER () AS found FROM (
 		SELECT r.ctid AS tid, row_number() OVER (ORDER BY r.key, r.seq) AS rank FROM ` + t + ` r
-		WHERE (r.key, r.seq) > (h.key, h.seq) AND r.key <= h.key AND r.key <> '' AND r.status = 0 ORDER BY r.key, r.seq LIMIT $4 + 1) r) run
+		WHERE ` + rowsAfter("r", "h.key", "h.seq") + ` LIMIT $4 + 1) r) run
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND run.rank <= $4 AND m.status = 0
 		FOR UPDATE SKIP LOCKED) m`
 	}
@@ -870,27 +870,35 @@ func (s *Store) rangeSQL(bounded bool, locking runLocking) string {
 // snapshot, with lockRanked (locking re-checks the row's latest version),
 // and one not due.
 //
-// A key's rows after a seq are asked for as (key, seq) > (k, head) AND
-// key <= k, in (key, seq) order: the same rows as key = k AND seq > head
-// in seq order, but in a form only the (key, seq) index serves. With the
-// plain form, the generic plan of a table whose statistics count a few
-// keys read the primary key from the head on and filtered on the key: over
-// ten keys whose rows interleave, ten rows read for each one taken, and an
-// ordered claim that cost PostgreSQL half as much again as it does now
-// (see TestClaimGenericPlans). keyedSQL's first runs are asked for alike.
+// A key's rows after a seq are asked for as rowsAfter asks for them.
 func (s *Store) runsSQL(locking runLocking) string {
 	t := s.nm.table
 	if locking == lockInOrder {
 		return `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, 0::bigint
 	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m
-		WHERE (m.key, m.seq) > (k.key, k.head) AND m.key <= k.key AND m.key <> '' AND m.status = 0 ORDER BY m.key, m.seq LIMIT $3 FOR UPDATE NOWAIT) m`
+		WHERE ` + rowsAfter("m", "k.key", "k.head") + ` LIMIT $3 FOR UPDATE NOWAIT) m`
 	}
 	return `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank
 	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
 	CROSS JOIN LATERAL (SELECT h.ctid AS tid, row_number() OVER (ORDER BY h.key, h.seq) AS rank FROM ` + t + ` h
-		WHERE (h.key, h.seq) > (k.key, k.head) AND h.key <= k.key AND h.key <> '' AND h.status = 0 ORDER BY h.key, h.seq LIMIT $3) run
+		WHERE ` + rowsAfter("h", "k.key", "k.head") + ` LIMIT $3) run
 	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
+}
+
+// rowsAfter is the condition and order, on the table as alias, of the
+// pending rows of key after seq (both expressions), in the key's order:
+// (key, seq) > (key, seq) AND key <= key, in (key, seq) order. Those are
+// the rows of key = k AND seq > s in seq order, but in a form only the
+// (key, seq) index serves. With the plain form, the generic plan of a
+// table whose statistics count a few keys read the primary key from s on
+// and filtered on the key: over ten keys whose rows interleave, ten rows
+// read for each one taken, and an ordered claim that cost PostgreSQL half
+// as much again as it does now (see TestClaimGenericPlans).
+func rowsAfter(alias, key, seq string) string {
+	a := alias + "."
+	return "(" + a + "key, " + a + "seq) > (" + key + ", " + seq + ") AND " + a + "key <= " + key + " AND " + a + "key <> '' AND " +
+		a + "status = 0 ORDER BY " + a + "key, " + a + "seq"
 }
 
 // keyedUnorderedSQL claims keyed rows with per-key order off: every due row,
