@@ -54,6 +54,7 @@ func (r *runner) writePath(ctx context.Context) error {
 					return err
 				}
 			}
+			cpu := startCPU()
 			lat, el, err := runWriters(ctx, writers, r.o.WriteFor, func(rng *rand.Rand) error {
 				return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 					if _, err := tx.Exec(ctx, `UPDATE biz SET n = n + 1 WHERE id = $1`, rng.IntN(10000)+1); err != nil {
@@ -84,6 +85,15 @@ func (r *runner) writePath(ctx context.Context) error {
 			res := Result{Workload: "write", Case: fmt.Sprintf("%2d writers, %s", writers, c.name),
 				Params:  map[string]any{"writers": writers, "events_per_tx": c.events, "keyed": c.keyed, "reference": c.hand, "seconds": el.Seconds()},
 				Metrics: map[string]float64{"commits_per_s": rate, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99)}}
+			// CPU per transaction: the writers' (this process) and the
+			// database's, so that a gap shows on which side it is.
+			if n := len(lat); n > 0 {
+				m := cpu.perEvent(n)
+				res.Metrics["writer_cpu_us"] = m["relay_cpu_us"]
+				if v, ok := m["pg_cpu_us"]; ok {
+					res.Metrics["pg_cpu_us"] = v
+				}
+			}
 			if c.hand {
 				hand = rate
 			}
