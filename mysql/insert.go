@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // insertCols is the number of placeholders per inserted row.
@@ -48,7 +48,7 @@ func insertArgs(msgs []outbox.Message) (args []any, sizes []int, err error) {
 		var headers any // SQL NULL when there are none
 		size := 16 + len(m.Topic) + len(m.Key) + len(m.Type) + len(m.Payload) + 2*26
 		if len(m.Headers) > 0 {
-			h, err := json.Marshal(m.Headers)
+			h, err := headerjson.Marshal(m.Headers)
 			if err != nil {
 				return nil, nil, fmt.Errorf("mysql: headers: %w", err)
 			}

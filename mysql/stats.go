@@ -3,9 +3,9 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -112,7 +112,7 @@ func scanBlocked(rows *sql.Rows) ([]stores.BlockedKey, error) {
 			return nil, err
 		}
 		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &h.Headers); err != nil {
+			if err := headerjson.Unmarshal(headers, &h.Headers); err != nil {
 				return nil, fmt.Errorf("mysql: headers of %s: %w", h.ID, err)
 			}
 		}

@@ -3,12 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -131,7 +131,7 @@ func scanRecord(rows *sql.Rows, rec *stores.Record, lead ...any) error {
 		return err
 	}
 	if len(headers) > 0 {
-		if err := json.Unmarshal(headers, &rec.Headers); err != nil {
+		if err := headerjson.Unmarshal(headers, &rec.Headers); err != nil {
 			return fmt.Errorf("mysql: headers of %s: %w", rec.ID, err)
 		}
 	}

@@ -1,7 +1,6 @@
 package pgcdc
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // heldMarker is the last_error the relay writes on a delayed event's row it
@@ -104,7 +104,7 @@ func (rel *relation) decode(t []column, typeMap *pgtype.Map) (*row, error) {
 	if _, err := scan("headers", &headers); err != nil {
 		bad = append(bad, fmt.Errorf("headers: %w", err))
 	} else if len(headers) > 0 {
-		if err := json.Unmarshal(headers, &r.msg.Headers); err != nil {
+		if err := headerjson.Unmarshal(headers, &r.msg.Headers); err != nil {
 			bad = append(bad, fmt.Errorf("headers are not a JSON object of strings: %w", err))
 		}
 	}

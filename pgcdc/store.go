@@ -2,7 +2,6 @@ package pgcdc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // setup creates the publication and the slot when they do not exist, and
@@ -337,7 +337,7 @@ func (r *Relay) holdRow(ctx context.Context, rw *row) error {
 func rowArgs(m *outbox.Message) ([]any, error) {
 	var headers any
 	if len(m.Headers) > 0 {
-		h, err := json.Marshal(m.Headers)
+		h, err := headerjson.Marshal(m.Headers)
 		if err != nil {
 			return nil, err
 		}
@@ -403,7 +403,7 @@ func (r *Relay) sweep(ctx context.Context, limit int) error {
 			return err
 		}
 		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &m.Headers); err != nil {
+			if err := headerjson.Unmarshal(headers, &m.Headers); err != nil {
 				r.log.Error("delayed event with undecodable headers; making it dead", "id", m.ID, "error", err)
 				_ = r.writeDeadRow(ctx, &row{msg: *m}, "pgcdc: headers are not a JSON object of strings: "+err.Error(), ev.attempts+1)
 				continue

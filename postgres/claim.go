@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -674,14 +675,14 @@ type rowScanner struct {
 func newRowScanner(cols int) *rowScanner {
 	s := &rowScanner{}
 	x := &s.x
-	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, &x.rec.Headers,
+	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, headerjson.Column(&x.rec.Headers),
 		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.tid, &x.n, &x.rank, &x.more}[:11+cols]
 	return s
 }
 
 // scan reads the current row of r. Every field starts from its zero value:
-// pgx decodes JSON into a map it is given, and a record's NotBefore is set
-// only for some rows.
+// the headers are decoded into a map they are given, and a record's
+// NotBefore is set only for some rows.
 func (s *rowScanner) scan(r pgx.Rows) (numbered, error) {
 	s.x = numbered{}
 	err := r.Scan(s.dst...)

@@ -18,7 +18,9 @@ import (
 // publisher that keeps key order (a batch of 1,000, runs of up to 1,000,
 // pipelined), each batch completed at once (deleted): unordered, ordered
 // with runs locked in order (the default), and ordered with every run
-// ranked (what a claim falls back to; see runLocking). It reports the
+// ranked (what a claim falls back to; see runLocking); and, over 1,000
+// keys, unordered events that carry a traceparent and a tracestate header
+// (as the otel package's Inject writes them). It reports the
 // claim's and the completion's time per batch and the CPU per event of
 // PostgreSQL (every postgres process of the machine: run it on an
 // otherwise idle server) and of this process. Nothing publishes, so the
@@ -27,7 +29,11 @@ import (
 //	go test -run '^$' -bench BacklogClaim -benchtime 200000x ./postgres/
 func BenchmarkBacklogClaim(b *testing.B) {
 	for _, keys := range []int{1, 10, 1000, 100000} {
-		for _, mode := range []string{"unordered", "ordered", "ordered-ranked"} {
+		modes := []string{"unordered", "ordered", "ordered-ranked"}
+		if keys == 1000 {
+			modes = append(modes, "unordered-traced")
+		}
+		for _, mode := range modes {
 			b.Run(fmt.Sprintf("keys=%d/%s", keys, mode), func(b *testing.B) {
 				benchBacklogClaim(b, keys, mode)
 			})
@@ -35,19 +41,27 @@ func BenchmarkBacklogClaim(b *testing.B) {
 	}
 }
 
+// traceHeaders are a traced event's headers.
+const traceHeaders = `{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "congo=t61rcWkgMzE"}`
+
 func benchBacklogClaim(b *testing.B, keys int, mode string) {
 	ctx := context.Background()
 	pool, db := migrated(b)
 	s := db.Store()
-	if _, err := pool.Exec(ctx, `INSERT INTO `+s.nm.table+` (id, topic, key, type, payload, created_at, available_at)
-		SELECT gen_random_uuid(), 'orders', 'k' || (g % $1), 'T', convert_to(repeat('x', 200), 'UTF8'), now(), now()
-		FROM generate_series(1, $2) g`, keys, b.N); err != nil {
+	var headers *string // SQL NULL
+	if mode == "unordered-traced" {
+		h := traceHeaders
+		headers = &h
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+s.nm.table+` (id, topic, key, type, payload, headers, created_at, available_at)
+		SELECT gen_random_uuid(), 'orders', 'k' || (g % $1), 'T', convert_to(repeat('x', 200), 'UTF8'), $3::jsonb, now(), now()
+		FROM generate_series(1, $2) g`, keys, b.N, headers); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+s.nm.table); err != nil {
 		b.Fatal(err)
 	}
-	p := stores.ClaimParams{Limit: 1000, PerKey: 1000, Pipelined: true, Unordered: mode == "unordered"}
+	p := stores.ClaimParams{Limit: 1000, PerKey: 1000, Pipelined: true, Unordered: mode == "unordered" || mode == "unordered-traced"}
 	locking := lockInOrder
 	if mode == "ordered-ranked" {
 		locking = lockRanked

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // PostgreSQL takes at most 65535 parameters per statement; a larger Enqueue
@@ -122,7 +122,7 @@ func insertArgs(msgs []outbox.Message) ([]any, error) {
 	for _, m := range msgs {
 		var headers any // SQL NULL when there are none
 		if len(m.Headers) > 0 {
-			h, err := json.Marshal(m.Headers)
+			h, err := headerjson.Marshal(m.Headers)
 			if err != nil {
 				return nil, fmt.Errorf("postgres: headers: %w", err)
 			}

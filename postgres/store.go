@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -81,7 +82,7 @@ const recordCols = `id, topic, key, type, payload, headers, created_at, availabl
 func scanRecord(r pgx.CollectableRow) (stores.Record, error) {
 	var rec stores.Record
 	var available time.Time
-	err := r.Scan(&rec.ID, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, &rec.Headers,
+	err := r.Scan(&rec.ID, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, headerjson.Column(&rec.Headers),
 		&rec.CreatedAt, &available, &rec.Attempts, &rec.LastError)
 	setNotBefore(&rec, available)
 	return rec, err

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // Fields of every stream entry the Publisher appends, in this order.
@@ -46,7 +46,7 @@ func headersField(m *outbox.Message) (string, error) {
 	if len(m.Headers) == 0 {
 		return "{}", nil
 	}
-	b, err := json.Marshal(m.Headers)
+	b, err := headerjson.Marshal(m.Headers)
 	return string(b), err
 }
 
@@ -109,7 +109,7 @@ func Decode(stream string, e goredis.XMessage, streamPrefix string, delivery int
 		out.CreatedAt = t
 	}
 	if v := str(FieldHeaders); v != "" && v != "{}" {
-		if err := json.Unmarshal([]byte(v), &out.Headers); err != nil {
+		if err := headerjson.Unmarshal([]byte(v), &out.Headers); err != nil {
 			return out, fmt.Errorf("%w: %s: %w", inbox.ErrInvalidMessage, FieldHeaders, err)
 		}
 		if len(out.Headers) == 0 {

@@ -3,11 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -64,7 +64,7 @@ func scanFound(rows *sql.Rows) ([]stores.Found, error) {
 			return nil, fmt.Errorf("row %d: id: %w", seq, err)
 		}
 		if headers.Valid {
-			if err := json.Unmarshal([]byte(headers.String), &f.Headers); err != nil {
+			if err := headerjson.Unmarshal([]byte(headers.String), &f.Headers); err != nil {
 				return nil, fmt.Errorf("row %d: headers: %w", seq, err)
 			}
 		}

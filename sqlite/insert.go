@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // SQLite takes at most 32766 parameters per statement (SQLITE_MAX_VARIABLE_
@@ -44,7 +44,7 @@ func insertArgs(msgs []outbox.Message) ([]any, error) {
 	for _, m := range msgs {
 		var headers any // SQL NULL when there are none
 		if len(m.Headers) > 0 {
-			h, err := json.Marshal(m.Headers)
+			h, err := headerjson.Marshal(m.Headers)
 			if err != nil {
 				return nil, fmt.Errorf("sqlite: headers: %w", err)
 			}

@@ -3,11 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -115,7 +115,7 @@ func scanBlocked(rows *sql.Rows) ([]stores.BlockedKey, error) {
 			return nil, fmt.Errorf("blocked head: id: %w", err)
 		}
 		if headers.Valid {
-			if err := json.Unmarshal([]byte(headers.String), &h.Headers); err != nil {
+			if err := headerjson.Unmarshal([]byte(headers.String), &h.Headers); err != nil {
 				return nil, fmt.Errorf("blocked head %s: headers: %w", h.ID, err)
 			}
 		}

@@ -3,13 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
@@ -257,7 +257,7 @@ func scanRecords(rows *sql.Rows) ([]scanned, error) {
 			return nil, fmt.Errorf("row %d: id: %w", r.seq, err)
 		}
 		if headers.Valid {
-			if err := json.Unmarshal([]byte(headers.String), &r.rec.Headers); err != nil {
+			if err := headerjson.Unmarshal([]byte(headers.String), &r.rec.Headers); err != nil {
 				return nil, fmt.Errorf("row %d: headers: %w", r.seq, err)
 			}
 		}

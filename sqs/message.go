@@ -19,6 +19,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/headerjson"
 )
 
 // Message attributes the Publisher sets. Every other attribute of a
@@ -317,7 +318,7 @@ func Decode(topic string, body string, attrs map[string]types.MessageAttributeVa
 	}
 	if v := get(AttrHeaders); v != "" {
 		var h map[string]string
-		if err := json.Unmarshal([]byte(v), &h); err != nil {
+		if err := headerjson.Unmarshal([]byte(v), &h); err != nil {
 			return out, fmt.Errorf("%w: %s: %w", inbox.ErrInvalidMessage, AttrHeaders, err)
 		}
 		for k, v := range h {
@@ -370,7 +371,7 @@ func deadLetter(body string, attrs map[string]types.MessageAttributeValue, msg i
 		out.attrs[k] = v
 	}
 	if len(msg.Headers) > 0 {
-		if b, err := json.Marshal(msg.Headers); err == nil {
+		if b, err := headerjson.Marshal(msg.Headers); err == nil {
 			out.attrs[AttrHeaders] = strAttr(string(b))
 		}
 	} else if a, ok := attrs[AttrHeaders]; ok {
