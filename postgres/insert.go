@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -161,6 +162,17 @@ func chunks(msgs []outbox.Message, f func([]outbox.Message) error) error {
 type notifier struct {
 	cfg Config
 	tat atomic.Int64 // nanoseconds since monoStart when the bucket is full again
+
+	// singles holds the statements of a one-event enqueue, by notice and
+	// keyedness, built once: building one cost each enqueue about 3 µs,
+	// as much as encoding its arguments.
+	once    sync.Once
+	singles map[single]string
+}
+
+type single struct {
+	notice string
+	keyed  bool
 }
 
 // notifyBurst is how many enqueues in a row may notify before the pacing
@@ -171,7 +183,25 @@ const notifyBurst = 10
 var monoStart = time.Now()
 
 func (n *notifier) sql(msgs []outbox.Message) string {
-	return insertSQL(n.cfg, len(msgs), n.notice(), keyed(msgs))
+	notice, k := n.notice(), keyed(msgs)
+	if len(msgs) == 1 {
+		n.once.Do(n.buildSingles)
+		if q, ok := n.singles[single{notice, k}]; ok {
+			return q
+		}
+	}
+	return insertSQL(n.cfg, len(msgs), notice, k)
+}
+
+// buildSingles makes the statements of a one-event enqueue for every
+// notice that notice returns.
+func (n *notifier) buildSingles() {
+	n.singles = map[single]string{}
+	for _, notice := range []string{"", "0", strconv.FormatInt(n.cfg.NotifyDebounce.Microseconds(), 10)} {
+		for _, k := range []bool{false, true} {
+			n.singles[single{notice, k}] = insertSQL(n.cfg, 1, notice, k)
+		}
+	}
 }
 
 // notice is the payload of this enqueue's NOTIFY, "" for none: how long,

@@ -98,3 +98,31 @@ func TestNotifierQuiet(t *testing.T) {
 		t.Errorf("NotifyEveryTx: quiet %v, want 0", quiet)
 	}
 }
+
+// A one-event enqueue's statement comes from the notifier's built ones for
+// every notice it gives — the first ten of a burst, the one that takes the
+// last token, the skipped ones — and is the statement insertSQL builds.
+func TestNotifierSinglesCoverEveryNotice(t *testing.T) {
+	for _, c := range []Config{{NotifyDebounce: 10 * time.Millisecond}, {NotifyDebounce: 1500 * time.Microsecond},
+		{NotifyEveryTx: true}, {DisableNotify: true}} {
+		cfg, err := c.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &notifier{cfg: cfg}
+		n.once.Do(n.buildSingles)
+		seen := map[string]bool{}
+		for range 3 * notifyBurst {
+			notice := n.notice()
+			seen[notice] = true
+			for _, k := range []bool{false, true} {
+				if q, ok := n.singles[single{notice, k}]; !ok || q != insertSQL(cfg, 1, notice, k) {
+					t.Errorf("%+v: notice %q, keyed %v: no built statement, or not insertSQL's", c, notice, k)
+				}
+			}
+		}
+		if len(seen) < 2 && !c.NotifyEveryTx && !c.DisableNotify {
+			t.Errorf("%+v: notices %v; the burst's end was not reached", c, seen)
+		}
+	}
+}
