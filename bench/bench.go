@@ -144,6 +144,7 @@ type Report struct {
 	Machine  map[string]any `json:"machine"`
 	Options  map[string]any `json:"options"`
 	Results  []Result       `json:"results"`
+	Goals    []Goal         `json:"goals,omitempty"`
 	Failures []string       `json:"failures,omitempty"`
 }
 
@@ -228,6 +229,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	addRatios(rep)
+	rep.Goals = goals(rep)
 	rep.Elapsed = time.Since(rep.Started).Seconds()
 	fmt.Fprintln(o.Out)
 	WriteTable(o.Out, rep)

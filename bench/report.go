@@ -159,6 +159,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeGoals(w, rep)
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "Failed: %s\n", strings.Join(rep.Failures, "; "))
 	}
