@@ -196,6 +196,31 @@ func (f *fixture) held(group string) int {
 	return f.Held(f.t, group)
 }
 
+// heldBack waits until the broker holds want messages of group again,
+// after a stop handed messages back: a broker whose Held leaves out
+// delivered messages (Pub/Sub's) may count one only once its lease ends,
+// when the client's hand-back did not get through before the client
+// stopped — it is still at the broker. It fails with the last count.
+func (f *fixture) heldBack(group string, want int, what string) {
+	f.t.Helper()
+	n := f.held(group)
+	if n == want {
+		return
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for n != want {
+		select {
+		case <-deadline.C:
+			f.t.Fatalf("%s: the broker holds %d messages, want %d", what, n, want)
+		case <-tick.C:
+		}
+		n = f.held(group)
+	}
+}
+
 // consumer is the consumer a dead letter of group names.
 func (f *fixture) consumer(group string) string {
 	if f.Consumer == nil {

@@ -68,9 +68,7 @@ func testGracefulStop(t *testing.T, h Harness) {
 	if n, m := f.effects(evs[0].ID), f.effects(evs[1].ID); n != 1 || m != 0 {
 		t.Fatalf("after Stop: %d effects of the in-flight message (want 1), %d of the later one (want 0)", n, m)
 	}
-	if n := f.held("stop"); n != 1 {
-		t.Fatalf("after Stop the broker holds %d messages, want 1 (the later one)", n)
-	}
+	f.heldBack("stop", 1, "after Stop (the later message)")
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
@@ -106,9 +104,7 @@ func testHardStop(t *testing.T, h Harness) {
 	if ids, _ := f.effectOrder(); len(ids) != 0 {
 		t.Fatalf("%d effects from a cancelled handler", len(ids))
 	}
-	if n := f.held("hard"); n != 1 {
-		t.Fatalf("the broker holds %d messages, want the cut-short one", n)
-	}
+	f.heldBack("hard", 1, "after a hard Stop (the cut-short message)")
 }
 
 // testRunUntilCancelled: Run handles messages until its context ends, then
