@@ -164,8 +164,8 @@ type notifier struct {
 	tat atomic.Int64 // nanoseconds since monoStart when the bucket is full again
 
 	// singles holds the statements of a one-event enqueue, by notice and
-	// keyedness, built once: building one cost each enqueue about 3 µs,
-	// as much as encoding its arguments.
+	// keyedness, built once: building one cost each enqueue 2.1 µs and
+	// 19 allocations.
 	once    sync.Once
 	singles map[single]string
 }
