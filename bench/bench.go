@@ -54,10 +54,14 @@ type Options struct {
 	// process (exponential gaps, the same seed every run) instead of
 	// evenly: bursts and lulls as independent users make them.
 	LatencyPoisson bool
-	ScaleN         int           // events per scale cell
-	ScaleAckDelay  time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
-	HistoryN       int           // published rows kept for the history workload
-	HistoryReps    int           // claims per history cell
+	// LatencySlice, when positive, puts the hand-written reference and our
+	// relay with LISTEN/NOTIFY in one latency cell, taking turns in slices
+	// of this length; zero: a cell each, one after the other.
+	LatencySlice  time.Duration
+	ScaleN        int           // events per scale cell
+	ScaleAckDelay time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
+	HistoryN      int           // published rows kept for the history workload
+	HistoryReps   int           // claims per history cell
 }
 
 // Workloads are the names -only accepts, in run order.
@@ -197,7 +201,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
 		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
-		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "latency_poisson": o.LatencyPoisson, "scale_n": o.ScaleN,
+		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "latency_poisson": o.LatencyPoisson, "latency_slice_ms": o.LatencySlice.Milliseconds(), "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
 		"fast_key_runs": o.fastKeyRuns(),
 	}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,8 @@ type handListen struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	err     error // the relay goroutine's, read after wg.Wait
+
+	claims, batches atomic.Int64 // claims made, and those that found rows
 }
 
 // startHandListen creates the reference's table and starts its relay; it
@@ -128,6 +131,10 @@ func (h *handListen) batch(ctx context.Context) (int, error) {
 			}
 		}
 		got = len(seqs)
+		h.claims.Add(1)
+		if got > 0 {
+			h.batches.Add(1)
+		}
 		return nil
 	})
 	return got, err

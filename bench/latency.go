@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/cputime"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/relay"
 )
@@ -30,26 +31,38 @@ const schedHeader = "Bench-Sched"
 // events have one of 1,000 keys. Modes: the hand-written LISTEN/NOTIFY
 // relay (handListen), the reference; ours with LISTEN/NOTIFY wake-ups on;
 // off (NOTIFY off as well) with the default 1s poll; off with a 100ms poll.
+// With Options.LatencySlice, the reference and ours with LISTEN/NOTIFY
+// share one cell, taking turns in slices of it (each with its own schema,
+// stream and relay, the same writers), so that a spell of a loaded host
+// lands on both rather than on whichever cell ran then.
 // Each cell also reports PostgreSQL's CPU per event (writers and relay
-// together), and ours their ratios to the reference at the same rate, and
-// the writers' share of the latency: scheduled send → Commit() returned
-// (commit_p50_ms, commit_p99_ms); what is left of the p50 is the relay's
-// and the broker's.
+// together; in a shared cell, each slice's to its mode), and ours their
+// ratios to the reference at the same rate, and the writers' share of the
+// latency: scheduled send → Commit() returned (commit_p50_ms,
+// commit_p99_ms); what is left of the p50 is the relay's and the broker's.
 func (r *runner) latency(ctx context.Context) error {
-	modes := []latencyMode{{name: "hand-written LISTEN/NOTIFY relay (reference)", hand: true, listen: true},
-		{name: "LISTEN/NOTIFY", listen: true}, {name: "polling 1s (default)", poll: time.Second}, {name: "polling 100ms", poll: 100 * time.Millisecond}}
+	ref := latencyMode{name: "hand-written LISTEN/NOTIFY relay (reference)", hand: true, listen: true}
+	listen := latencyMode{name: "LISTEN/NOTIFY", listen: true}
+	cells := [][]latencyMode{{ref}, {listen}}
+	if r.o.LatencySlice > 0 {
+		cells = [][]latencyMode{{ref, listen}}
+	}
+	cells = append(cells, []latencyMode{{name: "polling 1s (default)", poll: time.Second}},
+		[]latencyMode{{name: "polling 100ms", poll: 100 * time.Millisecond}})
 	for _, rate := range r.o.LatencyRates {
-		for _, m := range modes {
-			res, err := r.latencyCell(ctx, rate, m)
+		for _, modes := range cells {
+			results, err := r.latencyCell(ctx, rate, modes)
 			if err != nil {
-				return fmt.Errorf("%d ev/s, %s: %w", rate, m.name, err)
+				return fmt.Errorf("%d ev/s, %s: %w", rate, modes[0].name, err)
 			}
 			arrivals := ""
 			if r.o.LatencyPoisson {
 				arrivals = " Poisson"
 			}
-			res.Case = fmt.Sprintf("%5d ev/s%s, %s", rate, arrivals, m.name)
-			r.add(res)
+			for i, res := range results {
+				res.Case = fmt.Sprintf("%5d ev/s%s, %s", rate, arrivals, modes[i].name)
+				r.add(res)
+			}
 		}
 	}
 	return nil
@@ -63,39 +76,66 @@ type latencyMode struct {
 	poll   time.Duration // our relay's PollInterval
 }
 
-func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Result, error) {
-	const writers = 16
-	e, err := r.newEnv(ctx, "obb_latency", &postgres.Config{DisableNotify: !m.listen}, writers+2)
+// latencyWriters is how many writers a latency cell has, shared by its
+// modes.
+const latencyWriters = 16
+
+// latencyLane is one mode of a latency cell: its schema and stream, its
+// relay, its consumer, and what it measured.
+type latencyLane struct {
+	m     latencyMode
+	e     *env
+	write func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error
+	stats func(*Result)
+
+	mu       sync.Mutex
+	lat      []time.Duration // scheduled send → received
+	commits  []time.Duration // scheduled send → Commit() returned
+	received atomic.Int64
+	sent     int
+	pg       time.Duration // PostgreSQL's CPU during this lane's slices
+}
+
+// startLane sets up a lane: its env, its relay (ours or the reference),
+// and a consumer recording each event's latency. e.close stops them all.
+func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, error) {
+	e, err := r.newEnv(ctx, "obb_latency", &postgres.Config{DisableNotify: !m.listen}, latencyWriters+2)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	defer e.close()
-	var (
-		write func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error
-		stats func(*Result)
-	)
+	l := &latencyLane{m: m, e: e}
+	ok := false
+	defer func() {
+		if !ok {
+			e.close()
+		}
+	}()
 	if m.hand {
 		h, err := startHandListen(ctx, e)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
-		defer func() { _ = h.stop() }()
-		write = h.write
+		e.closes = append(e.closes, func() { _ = h.stop() })
+		l.write = h.write
+		l.stats = func(res *Result) {
+			res.Metrics["relay_claims"] = float64(h.claims.Load())
+			res.Metrics["relay_batches"] = float64(h.batches.Load())
+		}
 	} else {
 		rl, err := startLatencyRelay(ctx, e, m)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
-		defer func() {
+		e.closes = append(e.closes, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_ = rl.Stop(sctx)
-		}()
-		write = func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error {
+		})
+		l.write = func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error {
 			return e.ob.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Key: key, Type: "Bench",
 				Payload: payload, Headers: map[string]string{schedHeader: sched}})
 		}
-		stats = func(res *Result) {
+		l.stats = func(res *Result) {
 			st := rl.Stats()
 			res.Metrics["relay_claims"] = float64(st.Claims)
 			res.Metrics["relay_batches"] = float64(st.Batches)
@@ -103,112 +143,192 @@ func (r *runner) latencyCell(ctx context.Context, rate int, m latencyMode) (Resu
 			res.Metrics["relay_store_errors"] = float64(st.StoreErrors)
 		}
 	}
-
-	n := int(float64(rate) * r.o.LatencyFor.Seconds())
-	var mu sync.Mutex
-	lat := make([]time.Duration, 0, n)
-	var received atomic.Int64
 	cons, err := e.js.OrderedConsumer(ctx, e.name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{e.name + ".>"}})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		now := time.Now()
 		if v := msg.Headers()[schedHeader]; len(v) > 0 {
 			if ns, err := strconv.ParseInt(v[0], 10, 64); err == nil {
-				mu.Lock()
-				lat = append(lat, now.Sub(time.Unix(0, ns)))
-				mu.Unlock()
+				l.mu.Lock()
+				l.lat = append(l.lat, now.Sub(time.Unix(0, ns)))
+				l.mu.Unlock()
 			}
 		}
-		received.Add(1)
+		l.received.Add(1)
 	})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	defer cc.Stop()
-	time.Sleep(100 * time.Millisecond)
-
+	e.closes = append(e.closes, cc.Stop)
 	// Open the writers' connections before the clock starts.
 	var conns []*pgxpool.Conn
-	for range writers {
+	for range latencyWriters {
 		c, err := e.pool.Acquire(ctx)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		conns = append(conns, c)
 	}
 	for _, c := range conns {
 		c.Release()
 	}
+	ok = true
+	return l, nil
+}
 
+// turn is the lane whose turn it is at offset at, when lanes take turns
+// in slices of slice (one lane: always it).
+func turn(at, slice time.Duration, lanes int) int {
+	if lanes <= 1 || slice <= 0 {
+		return 0
+	}
+	return int(at/slice) % lanes
+}
+
+// latencyJob is one scheduled event and the lane it goes to.
+type latencyJob struct {
+	at   time.Time
+	lane *latencyLane
+}
+
+// latencyCell runs one cell: rate events per second for LatencyFor per
+// mode, the modes taking turns in slices of LatencySlice when there are
+// several. It returns a result per mode, in modes' order.
+func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode) ([]Result, error) {
+	lanes := make([]*latencyLane, 0, len(modes))
+	defer func() {
+		for _, l := range lanes {
+			l.e.close()
+		}
+	}()
+	for _, m := range modes {
+		l, err := r.startLane(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		lanes = append(lanes, l)
+	}
+	time.Sleep(100 * time.Millisecond) // the consumers subscribe
+
+	laneOf := func(at time.Duration) int { return turn(at, r.o.LatencySlice, len(lanes)) }
+	n := int(float64(rate)*r.o.LatencyFor.Seconds()) * len(lanes)
+	sched := schedule(n, rate, r.o.LatencyPoisson)
+	for _, at := range sched {
+		lanes[laneOf(at)].sent++
+	}
 	payload := make([]byte, payloadSize)
-	commits := make([]time.Duration, 0, n) // scheduled send → Commit() returned
-	jobs := make(chan time.Time, n)
+	jobs := make(chan latencyJob, n)
 	var wg sync.WaitGroup
 	var werr atomic.Value
-	for w := range writers {
+	for w := range latencyWriters {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for t := range jobs {
-				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-					return write(ctx, tx, strconv.Itoa(rng.IntN(keyCount)), payload, strconv.FormatInt(t.UnixNano(), 10))
+			for j := range jobs {
+				l := j.lane
+				err := pgx.BeginFunc(ctx, l.e.pool, func(tx pgx.Tx) error {
+					return l.write(ctx, tx, strconv.Itoa(rng.IntN(keyCount)), payload, strconv.FormatInt(j.at.UnixNano(), 10))
 				})
 				if err != nil {
 					werr.CompareAndSwap(nil, err)
 					continue
 				}
-				d := time.Since(t)
-				mu.Lock()
-				commits = append(commits, d)
-				mu.Unlock()
+				d := time.Since(j.at)
+				l.mu.Lock()
+				l.commits = append(l.commits, d)
+				l.mu.Unlock()
 			}
 		})
 	}
-	cpu := startCPU()
+	// PostgreSQL's CPU goes to the lane whose slice it was spent in.
+	pgAt := cputime.Proc("postgres")
+	charge := func(l *latencyLane) {
+		now := cputime.Proc("postgres")
+		l.pg += now - pgAt
+		pgAt = now
+	}
 	start := time.Now().Add(10 * time.Millisecond)
-	sched := schedule(n, rate, r.o.LatencyPoisson)
-	for i := range n {
-		t := start.Add(sched[i])
+	cur := 0
+	for _, at := range sched {
+		if i := laneOf(at); i != cur {
+			charge(lanes[cur])
+			cur = i
+		}
+		t := start.Add(at)
 		if d := time.Until(t); d > 0 {
 			time.Sleep(d)
 		}
-		jobs <- t
+		jobs <- latencyJob{at: t, lane: lanes[cur]}
 	}
 	close(jobs)
 	wg.Wait()
 	written := time.Since(start)
 	if v := werr.Load(); v != nil {
-		return Result{}, v.(error)
+		return nil, v.(error)
 	}
 	// Wait for the rest while deliveries progress (an overloaded cell may
 	// take long after the last commit), at most 3 minutes.
-	last, lastAt, end := received.Load(), time.Now(), time.Now().Add(3*time.Minute)
-	for received.Load() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*m.poll {
+	var poll time.Duration
+	for _, m := range modes {
+		poll = max(poll, m.poll)
+	}
+	received := func() (got int64) {
+		for _, l := range lanes {
+			got += l.received.Load()
+		}
+		return got
+	}
+	last, lastAt, end := received(), time.Now(), time.Now().Add(3*time.Minute)
+	for received() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*poll {
 		time.Sleep(10 * time.Millisecond)
-		if v := received.Load(); v != last {
+		if v := received(); v != last {
 			last, lastAt = v, time.Now()
 		}
 	}
-	pg := cpu.perEvent(n)["pg_cpu_us"]
-	mu.Lock()
-	defer mu.Unlock()
-	res := Result{Workload: "latency",
-		Params: map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": m.hand, "listen": m.listen, "poll_ms": m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": writers},
-		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
-			"commit_p50_ms": pct(commits, 50), "commit_p99_ms": pct(commits, 99),
-			"committed_per_s": float64(n) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
-	if pg > 0 {
-		res.Metrics["pg_cpu_us"] = pg
+	charge(lanes[cur])
+
+	out := make([]Result, 0, len(lanes))
+	for _, l := range lanes {
+		res, err := r.laneResult(l, rate, len(lanes), written)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", l.m.name, err)
+		}
+		out = append(out, res)
 	}
-	if stats != nil {
-		stats(&res)
+	return out, nil
+}
+
+// laneResult is a lane's measurements as a Result; shared is how many
+// modes took turns in its cell, written how long the writers took.
+func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Duration) (Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.sent
+	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
+		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": latencyWriters}
+	if shared > 1 {
+		params["slice_ms"] = r.o.LatencySlice.Milliseconds()
+		params["shared_with"] = shared - 1
 	}
-	if len(lat) < n {
-		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(lat), n)
-		r.logf("  %s", res.Note)
+	res := Result{Workload: "latency", Params: params,
+		Metrics: map[string]float64{"p50_ms": pct(l.lat, 50), "p99_ms": pct(l.lat, 99), "p999_ms": pct(l.lat, 99.9), "max_ms": pct(l.lat, 100),
+			"commit_p50_ms": pct(l.commits, 50), "commit_p99_ms": pct(l.commits, 99),
+			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(l.lat)), "sent": float64(n)}}
+	if l.pg > 0 && n > 0 {
+		res.Metrics["pg_cpu_us"] = float64(l.pg) / float64(time.Microsecond) / float64(n)
 	}
-	if len(lat) == 0 {
+	if l.stats != nil {
+		l.stats(&res)
+		if c, ok := res.Metrics["relay_claims"]; ok && n > 0 {
+			res.Metrics["claims_per_ev"] = c / float64(n)
+		}
+	}
+	if len(l.lat) < n {
+		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(l.lat), n)
+		r.logf("  %s: %s", l.m.name, res.Note)
+	}
+	if len(l.lat) == 0 {
 		return Result{}, fmt.Errorf("received none of %d events", n)
 	}
 	return res, nil

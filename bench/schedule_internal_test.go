@@ -35,3 +35,27 @@ func TestSchedule(t *testing.T) {
 		t.Errorf("%.3f of the Poisson gaps are under 8ms, want about 0.55", frac)
 	}
 }
+
+// TestTurns: lanes sharing a latency cell take turns slice by slice, each
+// getting an equal share of evenly scheduled events, in runs of a slice's
+// worth; one lane gets every event.
+func TestTurns(t *testing.T) {
+	sched := schedule(4000, 1000, false) // 4 s
+	got := make([]int, 2)
+	runs, prev := 0, -1
+	for _, at := range sched {
+		l := turn(at, 250*time.Millisecond, 2)
+		got[l]++
+		if l != prev {
+			runs, prev = runs+1, l
+		}
+	}
+	if got[0] != 2000 || got[1] != 2000 || runs != 16 {
+		t.Errorf("lanes got %v events in %d runs, want 2000 each in 16 runs of 250", got, runs)
+	}
+	for _, at := range sched {
+		if l := turn(at, 250*time.Millisecond, 1); l != 0 {
+			t.Fatalf("one lane: turn %d at %v", l, at)
+		}
+	}
+}
