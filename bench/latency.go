@@ -92,7 +92,7 @@ type latencyLane struct {
 	lat      []time.Duration // scheduled send → received
 	commits  []time.Duration // scheduled send → Commit() returned
 	received atomic.Int64
-	sent     int
+	sent     int           // by latencyCell's scheduler, read once the writers are done
 	pg       time.Duration // PostgreSQL's CPU during this lane's slices
 }
 
@@ -215,9 +215,6 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 	laneOf := func(at time.Duration) int { return turn(at, r.o.LatencySlice, len(lanes)) }
 	n := int(float64(rate)*r.o.LatencyFor.Seconds()) * len(lanes)
 	sched := schedule(n, rate, r.o.LatencyPoisson)
-	for _, at := range sched {
-		lanes[laneOf(at)].sent++
-	}
 	payload := make([]byte, payloadSize)
 	jobs := make(chan latencyJob, n)
 	var wg sync.WaitGroup
@@ -259,6 +256,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 		if d := time.Until(t); d > 0 {
 			time.Sleep(d)
 		}
+		lanes[cur].sent++
 		jobs <- latencyJob{at: t, lane: lanes[cur]}
 	}
 	close(jobs)

@@ -81,12 +81,15 @@ func TestClaimPlansWithoutStatistics(t *testing.T) {
 
 // planNode is a node of EXPLAIN (FORMAT JSON)'s plan.
 type planNode struct {
-	Type      string     `json:"Node Type"`
-	Relation  string     `json:"Relation Name"`
-	Index     string     `json:"Index Name"`
-	IndexCond string     `json:"Index Cond"`
-	TIDCond   string     `json:"TID Cond"`
-	Plans     []planNode `json:"Plans"`
+	Type          string     `json:"Node Type"`
+	Relation      string     `json:"Relation Name"`
+	Index         string     `json:"Index Name"`
+	IndexCond     string     `json:"Index Cond"`
+	TIDCond       string     `json:"TID Cond"`
+	Function      string     `json:"Function Name"`
+	OneTimeFilter string     `json:"One-Time Filter"`
+	Output        []string   `json:"Output"` // with VERBOSE
+	Plans         []planNode `json:"Plans"`
 }
 
 // sortUnderLock returns the path to a Sort node below a LockRows node, or

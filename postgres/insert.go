@@ -66,43 +66,40 @@ func insertSQL(c Config, n int, notice string, keyed bool) string {
 	ins.WriteString("INSERT INTO ")
 	ins.WriteString(nm.table)
 	ins.WriteString(" (id, topic, key, type, payload, headers, created_at, available_at) ")
-	switch {
-	case lockInFrom:
-		ins.WriteString("SELECT ")
-	case keyed:
-		ins.WriteString("SELECT * FROM (VALUES ")
-	default:
-		ins.WriteString("VALUES ")
-	}
 	casts := [insertCols]string{"::uuid", "::text", "::text", "::text", "::bytea", "::jsonb", "::timestamptz", "::timestamptz"}
-	p := 1
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			ins.WriteByte(',')
-		}
-		if !lockInFrom {
-			ins.WriteByte('(')
-		}
-		for j := 0; j < insertCols; j++ {
+	// row writes row i's parameters, cast: $1::uuid,$2::text,…
+	row := func(i int) {
+		for j := range insertCols {
 			if j > 0 {
 				ins.WriteByte(',')
 			}
 			ins.WriteByte('$')
-			ins.WriteString(strconv.Itoa(p + j))
+			ins.WriteString(strconv.Itoa(i*insertCols + j + 1))
 			ins.WriteString(casts[j])
 		}
-		if !lockInFrom {
-			ins.WriteByte(')')
-		}
-		p += insertCols
 	}
-	switch {
-	case lockInFrom:
+	if lockInFrom {
+		ins.WriteString("SELECT ")
+		row(0)
 		ins.WriteString(" FROM pg_advisory_xact_lock(")
 		ins.WriteString(strconv.Itoa(int(nm.lockSpace)))
 		ins.WriteString(", hashtext($3::text))")
-	case keyed:
-		ins.WriteString(") AS v WHERE (SELECT count(*) FROM locks) >= 0")
+	} else {
+		if keyed {
+			ins.WriteString("SELECT * FROM (")
+		}
+		ins.WriteString("VALUES ")
+		for i := range n {
+			if i > 0 {
+				ins.WriteByte(',')
+			}
+			ins.WriteByte('(')
+			row(i)
+			ins.WriteByte(')')
+		}
+		if keyed {
+			ins.WriteString(") AS v WHERE (SELECT count(*) FROM locks) >= 0")
+		}
 	}
 	if notify {
 		ctes = append(ctes, "ins AS ("+ins.String()+")")

@@ -40,7 +40,7 @@ func TestKeyedInsertLocksBeforeSeq(t *testing.T) {
 					t.Fatal(err)
 				}
 				var root []struct {
-					Plan insertPlanNode `json:"Plan"`
+					Plan planNode `json:"Plan"`
 				}
 				if err := json.Unmarshal([]byte(plan), &root); err != nil || len(root) != 1 {
 					t.Fatalf("EXPLAIN: %v: %s", err, plan)
@@ -56,7 +56,7 @@ func TestKeyedInsertLocksBeforeSeq(t *testing.T) {
 					}
 					return
 				}
-				if !slices.ContainsFunc(path, func(p insertPlanNode) bool {
+				if !slices.ContainsFunc(path, func(p planNode) bool {
 					return strings.Contains(p.OneTimeFilter, "InitPlan") || strings.HasPrefix(p.OneTimeFilter, "($")
 				}) {
 					t.Fatalf("no one-time filter on the locks above the node that computes the seq (%s):\n%s", at.Type, plan)
@@ -66,19 +66,9 @@ func TestKeyedInsertLocksBeforeSeq(t *testing.T) {
 	}
 }
 
-// insertPlanNode is a node of EXPLAIN (VERBOSE, FORMAT JSON)'s plan, with
-// what TestKeyedInsertLocksBeforeSeq reads.
-type insertPlanNode struct {
-	Type          string           `json:"Node Type"`
-	Function      string           `json:"Function Name"`
-	OneTimeFilter string           `json:"One-Time Filter"`
-	Output        []string         `json:"Output"`
-	Plans         []insertPlanNode `json:"Plans"`
-}
-
 // seqPath returns the nodes from n down to the first one whose output
 // computes nextval, or nil.
-func (n insertPlanNode) seqPath(path []insertPlanNode) []insertPlanNode {
+func (n planNode) seqPath(path []planNode) []planNode {
 	path = append(path, n)
 	for _, o := range n.Output {
 		if strings.Contains(o, "nextval(") {
