@@ -28,14 +28,15 @@ type handListen struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	err     error // the relay goroutine's, read after wg.Wait
+	stages  *stages
 
 	claims, batches atomic.Int64 // claims made, and those that found rows
 }
 
 // startHandListen creates the reference's table and starts its relay; it
 // returns once the relay is listening.
-func startHandListen(ctx context.Context, e *env) (*handListen, error) {
-	h := &handListen{e: e, table: `"` + e.name + `".hand`, channel: e.name + "_hand"}
+func startHandListen(ctx context.Context, e *env, st *stages) (*handListen, error) {
+	h := &handListen{e: e, table: `"` + e.name + `".hand`, channel: e.name + "_hand", stages: st}
 	if _, err := e.pool.Exec(ctx, `CREATE TABLE `+h.table+` (seq bigserial PRIMARY KEY, id uuid NOT NULL,
 		key text NOT NULL, payload bytea NOT NULL, sched text NOT NULL)`); err != nil {
 		return nil, err
@@ -100,6 +101,7 @@ func (h *handListen) batch(ctx context.Context) (int, error) {
 			return err
 		}
 		var seqs []int64
+		var scheds []string
 		var futs []jetstream.PubAckFuture
 		for rows.Next() {
 			var (
@@ -111,19 +113,24 @@ func (h *handListen) batch(ctx context.Context) (int, error) {
 			if err := rows.Scan(&seq, &id, &key, &payload, &sched); err != nil {
 				return err
 			}
+			h.stages.send(sched, time.Now())
 			f, err := h.e.js.PublishMsgAsync(&nats.Msg{Subject: h.e.name + ".hand", Data: payload, Header: nats.Header{
 				jetstream.MsgIDHeader: []string{id.String()}, "Outbox-Key": []string{key}, schedHeader: []string{sched},
 			}})
 			if err != nil {
 				return err
 			}
-			seqs, futs = append(seqs, seq), append(futs, f)
+			seqs, scheds, futs = append(seqs, seq), append(scheds, sched), append(futs, f)
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
 		if err := awaitAcks(futs); err != nil {
 			return err
+		}
+		acked := time.Now()
+		for _, sched := range scheds {
+			h.stages.ack(sched, acked)
 		}
 		if len(seqs) > 0 {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+h.table+` WHERE seq = ANY($1)`, seqs); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/internal/cputime"
+	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/postgres"
 	"github.com/outboxgo/outbox/relay"
 )
@@ -94,6 +95,52 @@ type latencyLane struct {
 	received atomic.Int64
 	sent     int           // by latencyCell's scheduler, read once the writers are done
 	pg       time.Duration // PostgreSQL's CPU during this lane's slices
+	st       stages        // the relay's side of each event's way
+}
+
+// stages records the relay's side of each event's way, each point as the
+// time since the event's scheduled send (its schedHeader value): when the
+// relay handed it to the broker's client, and when it learnt of the
+// broker's ack. With the writers' commits before and the consumer's
+// receipt after, they split an event's latency into the wake-up and
+// claim, the publish, and the delivery.
+type stages struct {
+	mu          sync.Mutex
+	sent, acked []time.Duration
+}
+
+func (s *stages) send(sched string, at time.Time) { s.add(&s.sent, sched, at) }
+func (s *stages) ack(sched string, at time.Time)  { s.add(&s.acked, sched, at) }
+
+func (s *stages) add(into *[]time.Duration, sched string, at time.Time) {
+	ns, err := strconv.ParseInt(sched, 10, 64)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	*into = append(*into, at.Sub(time.Unix(0, ns)))
+	s.mu.Unlock()
+}
+
+// stagedPublisher is our relay's publisher, recording each event's stages.
+type stagedPublisher struct {
+	*natspub.Publisher
+	st *stages
+}
+
+func (p stagedPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	now := time.Now()
+	for _, m := range msgs {
+		p.st.send(m.Headers[schedHeader], now)
+	}
+	errs := p.Publisher.Publish(ctx, msgs)
+	now = time.Now()
+	for i, m := range msgs {
+		if errs[i] == nil {
+			p.st.ack(m.Headers[schedHeader], now)
+		}
+	}
+	return errs
 }
 
 // startLane sets up a lane: its env, its relay (ours or the reference),
@@ -111,7 +158,7 @@ func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, er
 		}
 	}()
 	if m.hand {
-		h, err := startHandListen(ctx, e)
+		h, err := startHandListen(ctx, e, &l.st)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +169,7 @@ func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, er
 			res.Metrics["relay_batches"] = float64(h.batches.Load())
 		}
 	} else {
-		rl, err := startLatencyRelay(ctx, e, m)
+		rl, err := startLatencyRelay(ctx, e, m, &l.st)
 		if err != nil {
 			return nil, err
 		}
@@ -302,6 +349,8 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Duration) (Result, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
 	n := l.sent
 	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
 		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": latencyWriters}
@@ -312,6 +361,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	res := Result{Workload: "latency", Params: params,
 		Metrics: map[string]float64{"p50_ms": pct(l.lat, 50), "p99_ms": pct(l.lat, 99), "p999_ms": pct(l.lat, 99.9), "max_ms": pct(l.lat, 100),
 			"commit_p50_ms": pct(l.commits, 50), "commit_p99_ms": pct(l.commits, 99),
+			"send_p50_ms": pct(l.st.sent, 50), "send_p99_ms": pct(l.st.sent, 99), "ack_p50_ms": pct(l.st.acked, 50), "ack_p99_ms": pct(l.st.acked, 99),
 			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(l.lat)), "sent": float64(n)}}
 	if l.pg > 0 && n > 0 {
 		res.Metrics["pg_cpu_us"] = float64(l.pg) / float64(time.Microsecond) / float64(n)
@@ -354,7 +404,7 @@ func schedule(n, rate int, poisson bool) []time.Duration {
 // startLatencyRelay starts our relay for a latency cell and, with
 // LISTEN/NOTIFY on, returns once it listens, so the first events are not
 // charged for a listener still connecting.
-func startLatencyRelay(ctx context.Context, e *env, m latencyMode) (*relay.Relay, error) {
+func startLatencyRelay(ctx context.Context, e *env, m latencyMode, st *stages) (*relay.Relay, error) {
 	rpool, err := e.extraPool(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -367,7 +417,7 @@ func startLatencyRelay(ctx context.Context, e *env, m latencyMode) (*relay.Relay
 	if err != nil {
 		return nil, err
 	}
-	rl, err := relay.New(s, pub, &relay.Config{DisableListen: !m.listen, PollInterval: m.poll})
+	rl, err := relay.New(s, stagedPublisher{pub, st}, &relay.Config{DisableListen: !m.listen, PollInterval: m.poll})
 	if err != nil {
 		return nil, err
 	}
