@@ -70,6 +70,16 @@ func TestQuick(t *testing.T) {
 	if ordered != 2 {
 		t.Errorf("%d ordered drains, want 2 (quick mode's keys 1 and 1000)", ordered)
 	}
+	// Every latency cell, the reference's included, splits its events'
+	// way on the relay's side: each event is acked after it was sent.
+	for _, r := range rep.Results {
+		if r.Workload != "latency" {
+			continue
+		}
+		if sent, acked := r.Metrics["send_p50_ms"], r.Metrics["ack_p50_ms"]; sent <= 0 || acked < sent {
+			t.Errorf("%s: send p50 %.3f ms, ack p50 %.3f ms: want 0 < send ≤ ack", r.Case, sent, acked)
+		}
+	}
 	for _, f := range []string{"results.json", "drain.svg", "latency.svg"} {
 		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {
 			t.Error(err)
