@@ -90,27 +90,27 @@ type latencyLane struct {
 	stats func(*Result)
 
 	mu       sync.Mutex
-	lat      []time.Duration // scheduled send → received
 	commits  []time.Duration // scheduled send → Commit() returned
 	received atomic.Int64
 	sent     int           // by latencyCell's scheduler, read once the writers are done
 	pg       time.Duration // PostgreSQL's CPU during this lane's slices
-	st       stages        // the relay's side of each event's way
+	st       stages        // each event's way after its commit
 }
 
-// stages records the relay's side of each event's way, each point as the
+// stages records each event's way after its commit, each point as the
 // time since the event's scheduled send (its schedHeader value): when the
-// relay handed it to the broker's client, and when it learnt of the
-// broker's ack. With the writers' commits before and the consumer's
-// receipt after, they split an event's latency into the wake-up and
-// claim, the publish, and the delivery.
+// relay handed it to the broker's client, when the relay learnt of the
+// broker's ack, and when the consumer received it (the latency). With the
+// writers' commits before, they split an event's latency into the wake-up
+// and claim, the publish, and the delivery.
 type stages struct {
-	mu          sync.Mutex
-	sent, acked []time.Duration
+	mu                    sync.Mutex
+	sent, acked, received []time.Duration
 }
 
-func (s *stages) send(sched string, at time.Time) { s.add(&s.sent, sched, at) }
-func (s *stages) ack(sched string, at time.Time)  { s.add(&s.acked, sched, at) }
+func (s *stages) send(sched string, at time.Time)    { s.add(&s.sent, sched, at) }
+func (s *stages) ack(sched string, at time.Time)     { s.add(&s.acked, sched, at) }
+func (s *stages) receive(sched string, at time.Time) { s.add(&s.received, sched, at) }
 
 func (s *stages) add(into *[]time.Duration, sched string, at time.Time) {
 	ns, err := strconv.ParseInt(sched, 10, 64)
@@ -195,13 +195,8 @@ func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, er
 		return nil, err
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		now := time.Now()
 		if v := msg.Headers()[schedHeader]; len(v) > 0 {
-			if ns, err := strconv.ParseInt(v[0], 10, 64); err == nil {
-				l.mu.Lock()
-				l.lat = append(l.lat, now.Sub(time.Unix(0, ns)))
-				l.mu.Unlock()
-			}
+			l.st.receive(v[0], time.Now())
 		}
 		l.received.Add(1)
 	})
@@ -351,7 +346,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	defer l.mu.Unlock()
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
-	n := l.sent
+	n, lat := l.sent, l.st.received
 	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
 		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": latencyWriters}
 	if shared > 1 {
@@ -359,10 +354,10 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 		params["shared_with"] = shared - 1
 	}
 	res := Result{Workload: "latency", Params: params,
-		Metrics: map[string]float64{"p50_ms": pct(l.lat, 50), "p99_ms": pct(l.lat, 99), "p999_ms": pct(l.lat, 99.9), "max_ms": pct(l.lat, 100),
+		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
 			"commit_p50_ms": pct(l.commits, 50), "commit_p99_ms": pct(l.commits, 99),
 			"send_p50_ms": pct(l.st.sent, 50), "send_p99_ms": pct(l.st.sent, 99), "ack_p50_ms": pct(l.st.acked, 50), "ack_p99_ms": pct(l.st.acked, 99),
-			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(l.lat)), "sent": float64(n)}}
+			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
 	if l.pg > 0 && n > 0 {
 		res.Metrics["pg_cpu_us"] = float64(l.pg) / float64(time.Microsecond) / float64(n)
 	}
@@ -372,11 +367,11 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 			res.Metrics["claims_per_ev"] = c / float64(n)
 		}
 	}
-	if len(l.lat) < n {
-		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(l.lat), n)
+	if len(lat) < n {
+		res.Note = fmt.Sprintf("received %d of %d events before deliveries stopped progressing; percentiles cover those received", len(lat), n)
 		r.logf("  %s: %s", l.m.name, res.Note)
 	}
-	if len(l.lat) == 0 {
+	if len(lat) == 0 {
 		return Result{}, fmt.Errorf("received none of %d events", n)
 	}
 	return res, nil
