@@ -47,7 +47,8 @@ type Options struct {
 	DrainN       int           // events per drain of our relay and of the limits
 	Keys         []int         // key counts of the drain's ordered/unordered pairs; default 1000 (quick: 1, 1000)
 	BaselineN    int           // events per drain of the textbook loop and Watermill
-	WriteFor     time.Duration // per write-path cell
+	WriteFor     time.Duration // per write-path cell and round
+	WriteRounds  int           // rounds of the write path's cases, taking turns; default 3 (quick: 1)
 	LatencyFor   time.Duration // per latency cell
 	LatencyRates []int         // events/s
 	// LatencyPoisson schedules the latency cells' events as a Poisson
@@ -104,6 +105,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.WriteFor == 0 {
 		o.WriteFor = d(5*time.Second, 200*time.Millisecond)
+	}
+	if o.WriteRounds == 0 {
+		o.WriteRounds = q(3, 1)
 	}
 	if o.LatencyFor == 0 {
 		o.LatencyFor = d(10*time.Second, time.Second)
@@ -200,7 +204,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
-		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(),
+		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(), "write_rounds": o.WriteRounds,
 		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "latency_poisson": o.LatencyPoisson, "latency_slice_ms": o.LatencySlice.Milliseconds(), "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
 		"fast_key_runs": o.fastKeyRuns(),

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/cputime"
 	natspub "github.com/outboxgo/outbox/nats"
 	"github.com/outboxgo/outbox/postgres"
 )
@@ -57,7 +58,8 @@ func Ping(ctx context.Context, dbURL, natsURL string) error {
 }
 
 func machine(ctx context.Context, dbURL string) map[string]any {
-	m := map[string]any{"go": runtime.Version(), "cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH}
+	m := map[string]any{"go": runtime.Version(), "cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH,
+		"syscall_ns": cputime.Syscall().Nanoseconds()}
 	if isMySQL(dbURL) {
 		if v, err := mysqlVersion(ctx, dbURL); err == nil {
 			m["mysql"] = v

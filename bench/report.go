@@ -127,6 +127,7 @@ var titles = map[string]string{
 
 // WriteTable prints the results as Markdown tables, one per workload.
 func WriteTable(w io.Writer, rep *Report) {
+	writeMachine(w, rep.Machine)
 	for _, wl := range []string{"drain", "write", "latency", "scale", "history"} {
 		var rows []Result
 		for _, res := range rep.Results {
@@ -163,6 +164,30 @@ func WriteTable(w io.Writer, rep *Report) {
 	writeGoals(w, rep)
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "Failed: %s\n", strings.Join(rep.Failures, "; "))
+	}
+}
+
+// writeMachine prints one line on the machine the run measured, with
+// what a system call cost it: ratios between relays that make system
+// calls at different rates move with it (see cputime.Syscall).
+func writeMachine(w io.Writer, m map[string]any) {
+	var parts []string
+	if v, ok := m["cpu"].(string); ok {
+		parts = append(parts, v)
+	}
+	if v, ok := m["cpus"]; ok {
+		parts = append(parts, fmt.Sprintf("%v CPUs", v))
+	}
+	for _, db := range []string{"postgres", "mysql"} {
+		if v, ok := m[db].(string); ok {
+			parts = append(parts, db+" "+v)
+		}
+	}
+	if v, ok := m["syscall_ns"]; ok {
+		parts = append(parts, fmt.Sprintf("a system call %v ns", v))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "Machine: %s.\n\n", strings.Join(parts, ", "))
 	}
 }
 

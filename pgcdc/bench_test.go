@@ -46,7 +46,8 @@ func envInt(name string, def int) int {
 // event of a key in flight) drain a burst of events committed before they
 // start, over 1,000 keys and over 10, to an in-process JetStream: from
 // Start until the broker holds them all. Each reports the CPU per event of
-// this process (the relay and the JetStream server) and of PostgreSQL. Each case has a schema and a stream of its own in the
+// this process (the relay and the JetStream server) and of PostgreSQL, and
+// what a system call costs the machine (cputime.Syscall). Each case has a schema and a stream of its own in the
 // package's private cluster; -bench-storage memory makes every case's
 // stream a memory one (where JetStream stages an atomic batch in memory,
 // not in a file store of its own). -bench-cases picks the cases. Run it
@@ -72,6 +73,9 @@ func BenchmarkDrain(b *testing.B) {
 				if cpu.pg > 0 {
 					b.ReportMetric(us(cpu.pg), "pg-cpu-µs/ev")
 				}
+				// The walsender makes a system call per WAL record (see
+				// cputime.Syscall): what one costs here, beside the ratio.
+				b.ReportMetric(float64(cputime.Syscall().Nanoseconds()), "syscall-ns")
 				b.ReportMetric(0, "ns/op")
 			})
 		}

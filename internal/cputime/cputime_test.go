@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestSelfGrows(t *testing.T) {
@@ -35,5 +36,13 @@ func TestProc(t *testing.T) {
 	}
 	if got := Proc(filepath.Base(t.TempDir()) + "-no-such-command"); got != 0 {
 		t.Fatalf("Proc of a command nothing runs = %v", got)
+	}
+}
+
+func TestSyscall(t *testing.T) {
+	// Between a nanosecond (no kernel entry at all: not a system call) and
+	// a millisecond (not one call's cost).
+	if d := Syscall(); d < time.Nanosecond || d > time.Millisecond {
+		t.Fatalf("Syscall() = %v: not the cost of one system call", d)
 	}
 }
