@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -22,7 +21,15 @@ type relation struct {
 	outbox bool
 	col    map[string]int
 	oid    []uint32 // each column's type
-	plans  map[scanKey]pgtype.ScanPlan
+	at     outboxColumns
+	plans  [][2]pgtype.ScanPlan // each column's scan plans, text and binary, made at first use
+}
+
+// outboxColumns holds the positions of the outbox table's columns in a
+// relation, -1 for one it does not have: decode finds each column of an
+// insert by its position, not by its name.
+type outboxColumns struct {
+	id, topic, key, typ, payload, headers, createdAt, availableAt, status, lastError int
 }
 
 func newRelation(m *pglogrepl.RelationMessage, schema, table string) *relation {
@@ -31,13 +38,23 @@ func newRelation(m *pglogrepl.RelationMessage, schema, table string) *relation {
 		rel.col[c.Name] = i
 		rel.oid = append(rel.oid, c.DataType)
 	}
+	rel.plans = make([][2]pgtype.ScanPlan, len(m.Columns))
+	at := func(name string) int {
+		if i, ok := rel.col[name]; ok {
+			return i
+		}
+		return -1
+	}
+	rel.at = outboxColumns{id: at("id"), topic: at("topic"), key: at("key"), typ: at("type"), payload: at("payload"),
+		headers: at("headers"), createdAt: at("created_at"), availableAt: at("available_at"), status: at("status"),
+		lastError: at("last_error")}
 	return rel
 }
 
 // row is a decoded outbox insert.
 type row struct {
 	msg    outbox.Message
-	status int
+	status int16
 	held   bool  // written back by the relay (heldMarker)
 	badErr error // the row cannot become a message
 }
@@ -45,79 +62,80 @@ type row struct {
 // decode turns an insert's tuple into a row (typeMap is the stream's own:
 // a pgtype.Map is not safe for concurrent use). Columns come in text
 // format, or in binary when the stream asked for it (Relay.binary); each
-// is read by its type's codec in the format it came in. The columns' bytes
-// are the received message's: what the row keeps is copied. An error means the
-// row has no usable id; other defects set badErr.
+// is read by its type's codec in the format it came in, straight into the
+// row's fields. The columns' bytes are the received message's: what the
+// row keeps is copied. An error means the row has no usable id; other
+// defects set badErr.
 func (rel *relation) decode(t []column, typeMap *pgtype.Map) (*row, error) {
-	// value returns a column's index, data and format.
-	value := func(name string) (i int, data []byte, format int16, ok bool) {
-		i, found := rel.col[name]
-		if !found || i >= len(t) {
-			return 0, nil, 0, false
+	// value returns column i's data and format.
+	value := func(i int) (data []byte, format int16, ok bool) {
+		if i < 0 || i >= len(t) {
+			return nil, 0, false
 		}
 		switch c := t[i]; c.kind {
 		case pglogrepl.TupleDataTypeText:
-			return i, c.data, pgtype.TextFormatCode, true
+			return c.data, pgtype.TextFormatCode, true
 		case pglogrepl.TupleDataTypeBinary:
-			return i, c.data, pgtype.BinaryFormatCode, true
+			return c.data, pgtype.BinaryFormatCode, true
 		}
-		return 0, nil, 0, false // null, or unchanged TOAST
+		return nil, 0, false // null, or unchanged TOAST
 	}
 	// text reads a text column: its bytes in either format.
-	text := func(name string) (string, bool) {
-		_, data, _, ok := value(name)
+	text := func(i int) (string, bool) {
+		data, _, ok := value(i)
 		return string(data), ok
 	}
-	scan := func(name string, dst any) (bool, error) {
-		i, data, format, ok := value(name)
+	scan := func(i int, dst any) (bool, error) {
+		data, format, ok := value(i)
 		if !ok {
 			return false, nil
 		}
 		return true, rel.scan(typeMap, i, format, data, dst)
 	}
-	var id uuid.UUID
-	if ok, err := scan("id", &id); !ok {
+	at := &rel.at
+	r := &row{}
+	// Into the ID's bytes: a *uuid.UUID is a sql.Scanner, which pgx feeds
+	// the UUID formatted as text for it to parse back.
+	if ok, err := scan(at.id, (*[16]byte)(&r.msg.ID)); !ok {
 		return nil, errors.New("outbox insert without an id column")
 	} else if err != nil {
-		idText, _ := text("id")
+		idText, _ := text(at.id)
 		return nil, fmt.Errorf("outbox insert: id %q: %w", idText, err)
 	}
-	r := &row{msg: outbox.Message{ID: id}}
 	var bad []error
-	r.msg.Topic, _ = text("topic")
-	r.msg.Key, _ = text("key")
-	r.msg.Type, _ = text("type")
-	var status int16
-	if ok, err := scan("status", &status); ok && err == nil {
-		r.status = int(status)
+	r.msg.Topic, _ = text(at.topic)
+	r.msg.Key, _ = text(at.key)
+	r.msg.Type, _ = text(at.typ)
+	if ok, err := scan(at.status, &r.status); ok && err != nil {
+		r.status = 0
 	}
-	if s, ok := text("last_error"); ok && s == heldMarker {
+	if s, ok := text(at.lastError); ok && s == heldMarker {
 		r.held = true
 	}
-	if _, err := scan("payload", &r.msg.Payload); err != nil {
+	if _, err := scan(at.payload, &r.msg.Payload); err != nil {
 		bad = append(bad, fmt.Errorf("payload: %w", err))
 	}
 	if r.msg.Payload == nil {
 		r.msg.Payload = []byte{}
 	}
 	var headers []byte
-	if _, err := scan("headers", &headers); err != nil {
+	if _, err := scan(at.headers, &headers); err != nil {
 		bad = append(bad, fmt.Errorf("headers: %w", err))
 	} else if len(headers) > 0 {
 		if err := headerjson.Unmarshal(headers, &r.msg.Headers); err != nil {
 			bad = append(bad, fmt.Errorf("headers are not a JSON object of strings: %w", err))
 		}
 	}
-	ts := func(name string) time.Time {
-		var tm time.Time
-		if _, err := scan(name, &tm); err != nil {
-			bad = append(bad, fmt.Errorf("%s: %w", name, err))
-		}
-		return tm
+	if _, err := scan(at.createdAt, &r.msg.CreatedAt); err != nil {
+		bad = append(bad, fmt.Errorf("created_at: %w", err))
 	}
-	r.msg.CreatedAt = ts("created_at")
-	if av := ts("available_at"); av.After(r.msg.CreatedAt) {
-		r.msg.NotBefore = av
+	// available_at, kept as the not-before time only when past the
+	// creation.
+	if _, err := scan(at.availableAt, &r.msg.NotBefore); err != nil {
+		bad = append(bad, fmt.Errorf("available_at: %w", err))
+	}
+	if !r.msg.NotBefore.After(r.msg.CreatedAt) {
+		r.msg.NotBefore = time.Time{}
 	}
 	if r.msg.Topic == "" {
 		bad = append(bad, errors.New("empty topic"))

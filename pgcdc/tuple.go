@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -66,26 +65,19 @@ func parseInsert(src []byte, cols []column) (uint32, []column, error) {
 	return rel, cols, nil
 }
 
-// scanKey names a scan plan of a relation: its column, the format the
-// column comes in, and the type it is scanned into.
-type scanKey struct {
-	col    int
-	format int16
-	dst    reflect.Type
-}
-
-// scan reads column i's data, in format, into dst, with a plan made once
-// per column, format and type of dst: pgtype.Map.Scan makes a plan at
-// every call.
+// scan reads column i's data, in format, into dst, with a plan made at
+// the column's first value in that format: pgtype.Map.Scan makes a plan
+// at every call. A column is always scanned into the same type (see
+// decode), so the plan's target type is not part of its key.
 func (rel *relation) scan(typeMap *pgtype.Map, i int, format int16, data []byte, dst any) error {
-	k := scanKey{col: i, format: format, dst: reflect.TypeOf(dst)}
-	plan, ok := rel.plans[k]
-	if !ok {
+	f := 0
+	if format == pgtype.BinaryFormatCode {
+		f = 1
+	}
+	plan := rel.plans[i][f]
+	if plan == nil {
 		plan = typeMap.PlanScan(rel.oid[i], format, dst)
-		if rel.plans == nil {
-			rel.plans = map[scanKey]pgtype.ScanPlan{}
-		}
-		rel.plans[k] = plan
+		rel.plans[i][f] = plan
 	}
 	return plan.Scan(data, dst)
 }
