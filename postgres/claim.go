@@ -675,7 +675,7 @@ type rowScanner struct {
 func newRowScanner(cols int) *rowScanner {
 	s := &rowScanner{}
 	x := &s.x
-	s.dst = []any{&x.rec.ID, &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, headerjson.Column(&x.rec.Headers),
+	s.dst = []any{uuidDst(&x.rec.ID), &x.rec.Topic, &x.rec.Key, &x.rec.Type, &x.rec.Payload, headerjson.Column(&x.rec.Headers),
 		&x.rec.CreatedAt, &x.available, &x.rec.Attempts, &x.rec.LastError, &x.tid, &x.n, &x.rank, &x.more}[:11+cols]
 	return s
 }

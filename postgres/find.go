@@ -42,7 +42,7 @@ func (s *Store) Find(ctx context.Context, p stores.FindParams) ([]stores.Found, 
 		var seq int64
 		var available time.Time
 		var status int16
-		err := r.Scan(&seq, &f.ID, &f.Topic, &f.Key, &f.Type, headerjson.Column(&f.Headers), &f.CreatedAt, &available,
+		err := r.Scan(&seq, uuidDst(&f.ID), &f.Topic, &f.Key, &f.Type, headerjson.Column(&f.Headers), &f.CreatedAt, &available,
 			&f.Attempts, &f.LastError, &status)
 		f.CreatedAt = f.CreatedAt.UTC()
 		setNotBefore(&f.Record, available.UTC())

@@ -81,7 +81,7 @@ func (s *Store) Blocked(ctx context.Context, p stores.BlockedParams) ([]stores.B
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stores.BlockedKey, error) {
 		var bk stores.BlockedKey
 		h := &bk.Head
-		err := r.Scan(&h.ID, &h.Topic, &h.Key, &h.Type, headerjson.Column(&h.Headers), &h.CreatedAt, &bk.NextAttempt,
+		err := r.Scan(uuidDst(&h.ID), &h.Topic, &h.Key, &h.Type, headerjson.Column(&h.Headers), &h.CreatedAt, &bk.NextAttempt,
 			&h.Attempts, &h.LastError, &bk.Behind)
 		h.CreatedAt, bk.NextAttempt = h.CreatedAt.UTC(), bk.NextAttempt.UTC()
 		return bk, err

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -79,10 +80,15 @@ func wrap(op string, err error) error {
 
 const recordCols = `id, topic, key, type, payload, headers, created_at, available_at, attempts, coalesce(last_error, '')`
 
+// uuidDst is where a row's uuid column is scanned into id: its bytes.
+// Through a *uuid.UUID, a sql.Scanner, pgx formats the binary UUID as
+// text for uuid.Scan to parse back, four allocations a row.
+func uuidDst(id *uuid.UUID) *[16]byte { return (*[16]byte)(id) }
+
 func scanRecord(r pgx.CollectableRow) (stores.Record, error) {
 	var rec stores.Record
 	var available time.Time
-	err := r.Scan(&rec.ID, &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, headerjson.Column(&rec.Headers),
+	err := r.Scan(uuidDst(&rec.ID), &rec.Topic, &rec.Key, &rec.Type, &rec.Payload, headerjson.Column(&rec.Headers),
 		&rec.CreatedAt, &available, &rec.Attempts, &rec.LastError)
 	setNotBefore(&rec, available)
 	return rec, err
