@@ -83,7 +83,7 @@ type writeCase struct {
 
 // writeCell runs c's transactions on writers goroutines for WriteFor, on
 // emptied tables, and returns each commit's latency, the time it took
-// and the CPU per transaction (nil for none).
+// and the CPU it cost in all, in µs (cpuMeter's metrics for one event).
 func (r *runner) writeCell(ctx context.Context, e *env, c writeCase, writers int) ([]time.Duration, time.Duration, map[string]float64, error) {
 	for _, q := range []string{`TRUNCATE ` + e.table(), `TRUNCATE hand`, `VACUUM biz`} {
 		if _, err := e.pool.Exec(ctx, q); err != nil {
@@ -115,15 +115,15 @@ func (r *runner) writeCell(ctx context.Context, e *env, c writeCase, writers int
 			return e.ob.Enqueue(ctx, tx, msgs...)
 		})
 	})
-	if err != nil || len(lat) == 0 {
-		return lat, el, nil, err
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	return lat, el, cpu.perEvent(len(lat)), nil
+	return lat, el, cpu.perEvent(1), nil
 }
 
 // writeTally is a write-path case's rounds: its rates, every commit's
-// latency, its CPU metrics summed over its transactions, and its ratios
-// to the reference in the same round.
+// latency, its CPU in all (µs, by metric), and its ratios to the
+// reference in the same round.
 type writeTally struct {
 	rates, xHand []float64
 	lat          []time.Duration
@@ -141,7 +141,7 @@ func (t *writeTally) add(lat []time.Duration, el time.Duration, cpu map[string]f
 		t.cpu = map[string]float64{}
 	}
 	for m, v := range cpu {
-		t.cpu[m] += v * float64(len(lat))
+		t.cpu[m] += v
 	}
 	return rate
 }

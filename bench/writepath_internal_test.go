@@ -20,10 +20,10 @@ func TestWriteTally(t *testing.T) {
 	var w writeTally
 	for _, r := range []struct {
 		n   int     // commits in one second
-		cpu float64 // PostgreSQL µs per commit
+		cpu float64 // PostgreSQL µs per commit (the cell reports it in all)
 		x   float64 // the round's ratio to the reference
 	}{{100, 10, 0.9}, {300, 20, 1.2}, {200, 40, 0.5}} {
-		w.add(commits(r.n), time.Second, map[string]float64{"pg_cpu_us": r.cpu, "relay_cpu_us": 1})
+		w.add(commits(r.n), time.Second, map[string]float64{"pg_cpu_us": r.cpu * float64(r.n), "relay_cpu_us": float64(r.n)})
 		w.xHand = append(w.xHand, r.x)
 	}
 	res := w.result(writeCase{name: "UPDATE + 1 keyed event", events: 1, keyed: true}, 16)
