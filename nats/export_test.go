@@ -2,6 +2,9 @@ package nats
 
 import "time"
 
+// MinFastBatch is minFastBatch, for the tests.
+const MinFastBatch = minFastBatch
+
 // FastBatches returns how many fast-ingest batches p has started.
 func FastBatches(p *Publisher) uint64 {
 	a := p.acks.Load()

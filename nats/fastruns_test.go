@@ -92,6 +92,39 @@ func TestFastKeyRunsLandInOrder(t *testing.T) {
 	}
 }
 
+// A small call with no two messages of one key has no order to keep: it
+// goes as plain publishes, a batch costing more than they do. Each of its
+// messages is stored; a key repeated, or a call of minFastBatch messages,
+// goes as a batch again.
+func TestFastKeyRunsSmallCallOfDistinctKeysGoesPlain(t *testing.T) {
+	e := newFastEnv(t, nil)
+	distinct := keyed(1, "a", "b", "", "c", "")
+	publishOK(t, e.pub, distinct)
+	if n := outboxnats.FastBatches(e.pub); n != 0 {
+		t.Fatalf("a call of five messages, no key twice, started %d fast-ingest batches, want 0", n)
+	}
+	repeated := keyed(2, "a", "b")
+	publishOK(t, e.pub, repeated)
+	if n := outboxnats.FastBatches(e.pub); n != 1 {
+		t.Fatalf("%d fast-ingest batches after a call with a key twice, want 1", n)
+	}
+	var large []outbox.Message
+	for i := range outboxnats.MinFastBatch {
+		large = append(large, keyed(1, fmt.Sprintf("k%d", i))...)
+	}
+	publishOK(t, e.pub, large)
+	if n := outboxnats.FastBatches(e.pub); n != 2 {
+		t.Fatalf("%d fast-ingest batches after a call of %d messages, want 2", n, len(large))
+	}
+	stored := e.stored(t)
+	if want := len(distinct) + len(repeated) + len(large); len(stored) != want {
+		t.Fatalf("stored %d messages, want %d", len(stored), want)
+	}
+	if got := order(stored); fmt.Sprint(got["a"]) != "[a-0 a-0 a-1]" || fmt.Sprint(got["b"]) != "[b-0 b-0 b-1]" {
+		t.Fatalf("keys a and b stored as %v and %v", got["a"], got["b"])
+	}
+}
+
 // A message the stream refuses (over its MaxMsgSize, which the publisher
 // does not know) fails, permanently; its key's later messages fail too,
 // unsent, and are not stored; its key's earlier ones and every other

@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,6 +73,61 @@ func BenchmarkPublishKeyRuns(b *testing.B) {
 					b.ReportMetric(float64((cputime.Self()-cpu).Microseconds())/float64(b.N*1000), "cpu-µs/msg")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkPublishSmallCalls publishes calls of 2 to 64 messages, each
+// awaited before the next, as a relay at a few thousand events per second
+// makes them: "async", with NoKeyRuns (plain publishes); "fast-distinct",
+// with FastKeyRuns and no two messages of one key (plain publishes below
+// 64 messages, one fast-ingest batch from 64); "fast-pairs", with
+// FastKeyRuns and each key twice (always one batch). Reports the time per
+// call (ns/op), messages per second and the µs of CPU per message of this
+// process (the publisher and the in-process server).
+//
+//	go test -run '^$' -bench PublishSmallCalls -benchtime 2s .
+func BenchmarkPublishSmallCalls(b *testing.B) {
+	srv := natstest.StartServer(b, "")
+	nc := srv.Connect(b)
+	js := natstest.JetStream(b, nc)
+	for _, n := range []int{2, 8, 32, 63, 64, 256} {
+		for _, mode := range []string{"async", "fast-distinct", "fast-pairs"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, mode), func(b *testing.B) {
+				name := fmt.Sprintf("SC%d%s", n, strings.ReplaceAll(mode, "-", ""))
+				ctx := context.Background()
+				if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
+					AllowBatchPublish: true, Duplicates: outboxnats.DuplicateWindow}); err != nil {
+					b.Fatal(err)
+				}
+				fast := mode != "async"
+				pub := newPublisher(b, &outboxnats.PublisherConfig{URL: srv.URL(), SubjectPrefix: name, Stream: name,
+					FastKeyRuns: fast, NoKeyRuns: !fast})
+				defer pub.Close()
+				if pub.KeepsKeyOrder() != fast {
+					b.Fatal("KeepsKeyOrder")
+				}
+				perKey := 1
+				if mode == "fast-pairs" {
+					perKey = 2
+				}
+				payload := make([]byte, 200)
+				cpu := cputime.Self()
+				b.ResetTimer()
+				for it := range b.N {
+					msgs := make([]outbox.Message, n)
+					for i := range msgs {
+						msgs[i] = outbox.Message{ID: outbox.NewID(), Topic: "t", Key: fmt.Sprint((it*n + i) / perKey), Payload: payload}
+					}
+					for _, err := range pub.Publish(ctx, msgs) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "msgs/s")
+				b.ReportMetric(float64((cputime.Self()-cpu).Microseconds())/float64(b.N*n), "cpu-µs/msg")
+			})
 		}
 	}
 }
