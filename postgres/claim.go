@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -213,7 +213,7 @@ const (
 	claimPlannerSQL = `SELECT ` + plannerSettings
 )
 
-func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, locking runLocking) (err error) {
+func (s *Store) claim(ctx context.Context, tx querier, p stores.ClaimParams, b *batch, locking runLocking) (err error) {
 	now := p.Now.UTC()
 	timeout := strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10)
 	if p.Unordered {
@@ -259,6 +259,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 		probe++
 	}
 	var pb pgx.Batch
+	off := b.opening(&pb)
 	pb.Queue(claimSettingsSQL, timeout)
 	if first > 0 {
 		pb.Queue(s.keyedSQL(true, locking), now, limit, cursor, probe)
@@ -276,8 +277,8 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 	}
 	ranks := ranker(locking)
 	more := map[string]bool{} // the keys that may have rows after their first runs
-	err = run(ctx, tx, &pb, 1, func(q int, r pgx.Rows) error {
-		if q == 2 {
+	err = run(ctx, tx, &pb, off+1, func(q int, r pgx.Rows) error {
+		if q == off+2 {
 			return addUnkeyed(q, r)
 		}
 		x, err := numbers.scan(r)
@@ -404,14 +405,15 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *b
 // claimUnordered is claim with p.Unordered: every due row of each key,
 // from the cursor to the last key, then from the first key up to the
 // cursor, then unkeyed rows; each step only if the batch is not full.
-func (s *Store) claimUnordered(ctx context.Context, tx pgx.Tx, p stores.ClaimParams, b *batch, timeout string) error {
+func (s *Store) claimUnordered(ctx context.Context, tx querier, p stores.ClaimParams, b *batch, timeout string) error {
 	now := p.Now.UTC()
 	each := b.adder(newRowScanner(recordOnly))
 	cursor := s.cursor.Get()
 	var pb pgx.Batch
+	off := b.opening(&pb)
 	pb.Queue(claimSettingsSQL, timeout)
 	pb.Queue(s.keyedUnorderedSQL(false), now, p.Limit, cursor)
-	if err := run(ctx, tx, &pb, 1, each); err != nil {
+	if err := run(ctx, tx, &pb, off+1, each); err != nil {
 		return err
 	}
 	if len(b.recs) < p.Limit && cursor != "" {
@@ -439,7 +441,7 @@ const maxScans = 3
 // returns the last key it read and how many entries it read; none when it
 // took nothing (its keys' heads held by others, say), and the range then
 // ends.
-func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, bounded bool, n, per int, after, upTo string, locking runLocking) (last string, read int64, err error) {
+func (s *Store) claimRange(ctx context.Context, tx querier, now time.Time, b *batch, bounded bool, n, per int, after, upTo string, locking runLocking) (last string, read int64, err error) {
 	args := []any{now.UTC(), n, after, per}
 	if locking == lockInOrder {
 		args = []any{n, after}
@@ -492,7 +494,7 @@ func (s *Store) claimRange(ctx context.Context, tx pgx.Tx, now time.Time, b *bat
 // to the first key, and otherwise any key after last or up to cursor. A
 // key another batch holds, or whose head is not due, counts: so the
 // answer may be yes when no key is free, never no when one is.
-func (s *Store) keysBeyond(ctx context.Context, tx pgx.Tx, last, cursor string, wrapped bool) (bool, error) {
+func (s *Store) keysBeyond(ctx context.Context, tx querier, last, cursor string, wrapped bool) (bool, error) {
 	var more bool
 	err := tx.QueryRow(ctx, s.keysBeyondSQL(wrapped), last, cursor).Scan(&more)
 	return more, err
@@ -540,7 +542,7 @@ type runEnd struct {
 // rows due and free, or rows this batch locked and left out (the room ran
 // out, or one was not due), so nothing to continue. With beyond, it asks
 // keysBeyond's question after the runs' statement, in the same round trip.
-func (s *Store) claimRuns(ctx context.Context, tx pgx.Tx, now time.Time, b *batch, ends []runEnd, per, room int, locking runLocking, beyond *keysProbe) ([]runEnd, error) {
+func (s *Store) claimRuns(ctx context.Context, tx querier, now time.Time, b *batch, ends []runEnd, per, room int, locking runLocking, beyond *keysProbe) ([]runEnd, error) {
 	keys := make([]string, len(ends))
 	seqs := make([]int64, len(ends))
 	at := make(map[string]int, len(ends))
@@ -613,7 +615,7 @@ func ranker(locking runLocking) func(x *numbered) {
 
 // run sends pb and calls each for every row of every query in it but the
 // first skip (settings), with the query's index in pb.
-func run(ctx context.Context, tx pgx.Tx, pb *pgx.Batch, skip int, each func(q int, r pgx.Rows) error) error {
+func run(ctx context.Context, tx querier, pb *pgx.Batch, skip int, each func(q int, r pgx.Rows) error) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
 		if i < skip {
@@ -948,9 +950,13 @@ func recordKeys(recs []stores.Record) []string {
 type batch struct {
 	s    *Store
 	conn *pgxpool.Conn // the transaction's connection, the batch's until it ends
-	tx   pgx.Tx        // nil once ended
+	tx   querier       // the connection, in the transaction; nil once ended
 	recs []stores.Record
 	tids []pgtype.TID // each record's row, where the claim locked it
+
+	// fresh says the transaction is still to begin: its BEGIN goes in the
+	// pipeline of its first statements (see opening).
+	fresh bool
 
 	ends        []runEnd // ordered: the last row of each key whose run is full (it may have more)
 	continuable bool     // ordered, the claim reached every key due and free, and some run is full
@@ -958,21 +964,39 @@ type batch struct {
 
 func (b *batch) Records() []stores.Record { return b.recs }
 
-// begin opens a batch's transaction on a connection the batch holds until
-// it ends, rather than through the pool's Begin: so that Complete can
-// commit in the round trip of its statements and then hand the connection
-// back itself.
+// querier sends a batch's statements: its connection, in its transaction
+// (a pgx.Tx in some tests).
+type querier interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// begin starts a batch on a connection the batch holds until it ends. Its
+// transaction begins with its first statements, in their round trip (see
+// opening), and ends with Complete's, in theirs, or with end's ROLLBACK:
+// pgx's Begin, Commit and Rollback would each cost a round trip of its
+// own, and a relay woken for one event waits for every one of them.
 func (s *Store) begin(ctx context.Context) (*batch, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		conn.Release()
-		return nil, err
+	return &batch{s: s, conn: conn, tx: conn.Conn(), fresh: true}, nil
+}
+
+// opening queues BEGIN in pb, the pipeline of the batch's first
+// statements, when its transaction is still to begin, and returns how many
+// statements it queued (0 or 1). In a pipeline, an explicit BEGIN opens a
+// transaction that outlasts the pipeline's end; a statement of it that
+// fails leaves the transaction aborted until end rolls it back.
+func (b *batch) opening(pb *pgx.Batch) int {
+	if !b.fresh {
+		return 0
 	}
-	return &batch{s: s, conn: conn, tx: tx}, nil
+	b.fresh = false
+	pb.Queue(`BEGIN`)
+	return 1
 }
 
 // end rolls back the batch's transaction unless committed, and hands its
@@ -980,11 +1004,8 @@ func (s *Store) begin(ctx context.Context) (*batch, error) {
 // transaction (one whose rollback failed) rather than reuse it.
 func (b *batch) end(ctx context.Context, committed bool) error {
 	var err error
-	if !committed {
-		err = b.tx.Rollback(context.WithoutCancel(ctx))
-		if errors.Is(err, pgx.ErrTxClosed) {
-			err = nil
-		}
+	if !committed && !b.fresh {
+		_, err = b.tx.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
 	}
 	b.tx = nil
 	b.conn.Release()
@@ -1174,7 +1195,14 @@ func (b *batch) RunInTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if b.tx == nil {
 		return errClosedBatch
 	}
-	return pgx.BeginFunc(ctx, b.tx, func(tx pgx.Tx) error {
+	// The claim's transaction is pgx's only through this Tx, whose
+	// "begin" is an empty statement: BeginFunc puts fn under a savepoint of
+	// it, and the Tx itself is never committed or rolled back.
+	claim, err := b.conn.Conn().BeginTx(ctx, pgx.TxOptions{BeginQuery: ";"})
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, claim, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, handlerSettingsSQL); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -53,7 +55,10 @@ func (b *batch) continueIn(ctx context.Context, p stores.ClaimParams, locking ru
 		return nil, wrap("continue", err)
 	}
 	per := min(max(p.PerKey, 1), (p.Limit+len(b.ends)-1)/len(b.ends))
-	_, err = next.tx.Exec(ctx, claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
+	var pb pgx.Batch
+	next.opening(&pb)
+	pb.Queue(claimSettingsSQL, strconv.FormatInt(s.cfg.ClaimTimeout.Milliseconds(), 10))
+	err = run(ctx, next.tx, &pb, pb.Len(), nil)
 	if err == nil {
 		next.ends, err = s.claimRuns(ctx, next.tx, p.Now, next, append([]runEnd(nil), b.ends...), per, p.Limit, locking, nil)
 	}
