@@ -150,12 +150,12 @@
 // a batch with no acknowledgement for AckTimeout, or whose connection
 // drops, fails as unavailable from the first message the server did not
 // acknowledge (its re-send is deduplicated, and nothing after a missing
-// message is stored). A stream's share of a call with fewer than 64
+// message is stored). A stream's share of a call with fewer than 32
 // messages, no two of one key, has no order to keep and goes as plain
 // publishes, which cost it less than a batch (a call of two messages takes
-// less than half the time and the CPU); the
-// messages of a key that go to more than one stream go one at a time,
-// each once the one before is stored; and so does a batch JetStream
+// about half the time and the CPU); the messages of a key that go to more
+// than one stream go one at a time, each once the one before is stored;
+// and so does a batch JetStream
 // refuses as a batch (the stream no longer allows batch publish, too many
 // batches in flight). At most 32 batches a Publisher are in flight at
 // once, under the server's 1,000 a stream. nats-server 2.14.0 brought

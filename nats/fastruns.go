@@ -158,11 +158,11 @@ func (f *fastCall) plan() (batches [][]int, plain []int) {
 // for them to go as a fast-ingest batch when no two of them have one key
 // (there is then no order to keep within the call). A batch costs a fixed
 // ~60 µs of CPU and a round trip more than as many plain publishes: two
-// messages take 2.3 × the CPU and the time as a batch, and plain publishes
-// stay cheaper up to 64 messages at least (BenchmarkPublishSmallCalls);
-// near 1,000 the batch costs a little less. A relay at a few thousand
-// events per second makes calls of one to a few events.
-const minFastBatch = 64
+// messages take about twice the CPU and the time as a batch; the two cost
+// about the same near 32 messages, and from 64 the batch costs less
+// (BenchmarkPublishSmallCalls). A relay at a few thousand events per
+// second makes calls of one to a few events.
+const minFastBatch = 32
 
 // distinctKeys reports whether no two of the messages idx (few) share a
 // key; unkeyed messages share none.
