@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/publishers"
 )
 
@@ -145,7 +144,8 @@ func (f *fastCall) plan() (batches [][]int, plain []int) {
 		}
 	}
 	for _, g := range order {
-		if idx := groups[g]; len(idx) < minFastBatch && distinctKeys(f.msgs, idx) {
+		idx := groups[g]
+		if len(idx) < minFastBatch && noKeyTwice(len(idx), func(j int) string { return f.msgs[idx[j]].Key }) {
 			plain = append(plain, idx...)
 		} else {
 			batches = append(batches, idx)
@@ -164,16 +164,16 @@ func (f *fastCall) plan() (batches [][]int, plain []int) {
 // second makes calls of one to a few events.
 const minFastBatch = 32
 
-// distinctKeys reports whether no two of the messages idx (few) share a
-// key; unkeyed messages share none.
-func distinctKeys(msgs []outbox.Message, idx []int) bool {
-	for j, a := range idx {
-		k := msgs[a].Key
+// noKeyTwice reports whether no two of n messages (few), whose keys key
+// returns, share a key; unkeyed messages share none.
+func noKeyTwice(n int, key func(int) string) bool {
+	for i := range n {
+		k := key(i)
 		if k == "" {
 			continue
 		}
-		for _, b := range idx[j+1:] {
-			if msgs[b].Key == k {
+		for j := i + 1; j < n; j++ {
+			if key(j) == k {
 				return false
 			}
 		}

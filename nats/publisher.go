@@ -226,12 +226,17 @@ func (p *Publisher) where() string {
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	c := &call{p: p, ctx: ctx, msgs: msgs, errs: make([]error, len(msgs))}
 	if p.keyRuns.Load() == runsOn {
-		if p.cfg.fastRuns() {
+		switch {
+		case p.cfg.fastRuns() && len(msgs) < minFastBatch && noKeyTwice(len(msgs), func(i int) string { return msgs[i].Key }):
+			// No order to keep within the call, and too few messages for
+			// a batch to pay (see minFastBatch): plain publishes.
+		case p.cfg.fastRuns():
 			c.publishFast()
-		} else {
+			return c.errs
+		default:
 			c.publishRuns()
+			return c.errs
 		}
-		return c.errs
 	}
 	pas := c.send()
 	c.await(pas)
