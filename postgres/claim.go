@@ -614,7 +614,7 @@ func ranker(locking runLocking) func(x *numbered) {
 }
 
 // run sends pb and calls each for every row of every query in it but the
-// first skip (settings), with the query's index in pb.
+// first skip (BEGIN, settings), with the query's index in pb.
 func run(ctx context.Context, tx querier, pb *pgx.Batch, skip int, each func(q int, r pgx.Rows) error) error {
 	br := tx.SendBatch(ctx, pb)
 	for i := range pb.QueuedQueries {
