@@ -79,6 +79,14 @@ func TestQuick(t *testing.T) {
 		if sent, acked := r.Metrics["send_p50_ms"], r.Metrics["ack_p50_ms"]; sent <= 0 || acked < sent {
 			t.Errorf("%s: send p50 %.3f ms, ack p50 %.3f ms: want 0 < send ≤ ack", r.Case, sent, acked)
 		}
+		// Commit() returned → ack is the part of scheduled send → ack
+		// after the writer's commit.
+		if ca, acked := r.Metrics["commit_ack_p50_ms"], r.Metrics["ack_p50_ms"]; ca <= 0 || ca > acked {
+			t.Errorf("%s: commit → ack p50 %.3f ms, ack p50 %.3f ms: want 0 < commit → ack ≤ ack", r.Case, ca, acked)
+		}
+		if _, ok := r.Metrics["x_hand_commit_ack_p99"]; !ok && r.Params["reference"] == false {
+			t.Errorf("%s: no x_hand_commit_ack_p99 in %v", r.Case, r.Metrics)
+		}
 	}
 	for _, f := range []string{"results.json", "drain.svg", "latency.svg"} {
 		if _, err := os.Stat(filepath.Join(o.OutDir, f)); err != nil {

@@ -89,12 +89,13 @@ type latencyLane struct {
 	write func(ctx context.Context, tx pgx.Tx, key string, payload []byte, sched string) error
 	stats func(*Result)
 
-	mu       sync.Mutex
-	commits  []time.Duration // scheduled send → Commit() returned
-	received atomic.Int64
-	sent     int           // by latencyCell's scheduler, read once the writers are done
-	pg       time.Duration // PostgreSQL's CPU during this lane's slices
-	st       stages        // each event's way after its commit
+	mu        sync.Mutex
+	commits   []time.Duration     // scheduled send → Commit() returned
+	committed map[int64]time.Time // when each event's Commit() returned, by its scheduled send (Unix ns)
+	received  atomic.Int64
+	sent      int           // by latencyCell's scheduler, read once the writers are done
+	pg        time.Duration // PostgreSQL's CPU during this lane's slices
+	st        stages        // each event's way after its commit
 }
 
 // stages records each event's way after its commit, each point as the
@@ -102,24 +103,55 @@ type latencyLane struct {
 // relay handed it to the broker's client, when the relay learnt of the
 // broker's ack, and when the consumer received it (the latency). With the
 // writers' commits before, they split an event's latency into the wake-up
-// and claim, the publish, and the delivery.
+// and claim, the publish, and the delivery. It also keeps when each event
+// was first acknowledged, for its Commit() returned → ack latency.
 type stages struct {
 	mu                    sync.Mutex
 	sent, acked, received []time.Duration
+	ackedAt               map[int64]time.Time // by scheduled send (Unix ns), the first ack
 }
 
-func (s *stages) send(sched string, at time.Time)    { s.add(&s.sent, sched, at) }
-func (s *stages) ack(sched string, at time.Time)     { s.add(&s.acked, sched, at) }
-func (s *stages) receive(sched string, at time.Time) { s.add(&s.received, sched, at) }
+func (s *stages) send(sched string, at time.Time)    { s.add(&s.sent, sched, at, false) }
+func (s *stages) ack(sched string, at time.Time)     { s.add(&s.acked, sched, at, true) }
+func (s *stages) receive(sched string, at time.Time) { s.add(&s.received, sched, at, false) }
 
-func (s *stages) add(into *[]time.Duration, sched string, at time.Time) {
+func (s *stages) add(into *[]time.Duration, sched string, at time.Time, ack bool) {
 	ns, err := strconv.ParseInt(sched, 10, 64)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	*into = append(*into, at.Sub(time.Unix(0, ns)))
+	if ack {
+		if s.ackedAt == nil {
+			s.ackedAt = map[int64]time.Time{}
+		}
+		if _, seen := s.ackedAt[ns]; !seen {
+			s.ackedAt[ns] = at
+		}
+	}
 	s.mu.Unlock()
+}
+
+// commitToAck is issue 15's latency: for each event acknowledged, the time
+// from its writer's Commit() returning to the relay learning of the
+// broker's ack. The relay may publish an event before its writer sees the
+// commit return (the server made it visible first): those count as zero,
+// and early says how many there were.
+func commitToAck(committed, acked map[int64]time.Time) (ds []time.Duration, early int) {
+	ds = make([]time.Duration, 0, len(acked))
+	for sched, a := range acked {
+		c, ok := committed[sched]
+		if !ok {
+			continue
+		}
+		d := a.Sub(c)
+		if d < 0 {
+			d, early = 0, early+1
+		}
+		ds = append(ds, d)
+	}
+	return ds, early
 }
 
 // stagedPublisher is our relay's publisher, recording each event's stages.
@@ -150,7 +182,7 @@ func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, er
 	if err != nil {
 		return nil, err
 	}
-	l := &latencyLane{m: m, e: e}
+	l := &latencyLane{m: m, e: e, committed: map[int64]time.Time{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -273,9 +305,10 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 					werr.CompareAndSwap(nil, err)
 					continue
 				}
-				d := time.Since(j.at)
+				now := time.Now()
 				l.mu.Lock()
-				l.commits = append(l.commits, d)
+				l.commits = append(l.commits, now.Sub(j.at))
+				l.committed[j.at.UnixNano()] = now
 				l.mu.Unlock()
 			}
 		})
@@ -347,6 +380,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
 	n, lat := l.sent, l.st.received
+	ca, early := commitToAck(l.committed, l.st.ackedAt)
 	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
 		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": latencyWriters}
 	if shared > 1 {
@@ -357,6 +391,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 		Metrics: map[string]float64{"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "p999_ms": pct(lat, 99.9), "max_ms": pct(lat, 100),
 			"commit_p50_ms": pct(l.commits, 50), "commit_p99_ms": pct(l.commits, 99),
 			"send_p50_ms": pct(l.st.sent, 50), "send_p99_ms": pct(l.st.sent, 99), "ack_p50_ms": pct(l.st.acked, 50), "ack_p99_ms": pct(l.st.acked, 99),
+			"commit_ack_p50_ms": pct(ca, 50), "commit_ack_p99_ms": pct(ca, 99), "acked_before_commit": float64(early),
 			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
 	if l.pg > 0 && n > 0 {
 		res.Metrics["pg_cpu_us"] = float64(l.pg) / float64(time.Microsecond) / float64(n)
