@@ -58,7 +58,11 @@ type Options struct {
 	// LatencySlice, when positive, puts the hand-written reference and our
 	// relay with LISTEN/NOTIFY in one latency cell, taking turns in slices
 	// of this length; zero: a cell each, one after the other.
-	LatencySlice  time.Duration
+	LatencySlice time.Duration
+	// LatencyWarmup is how long each latency cell sends each mode events
+	// before it measures (see latencyCell); default 1s (quick: 200ms),
+	// negative: none.
+	LatencyWarmup time.Duration
 	ScaleN        int           // events per scale cell
 	ScaleAckDelay time.Duration // broker delay per acked message in scale cells (ackDelayPublisher); default 1ms
 	HistoryN      int           // published rows kept for the history workload
@@ -111,6 +115,12 @@ func (o *Options) withDefaults() {
 	}
 	if o.LatencyFor == 0 {
 		o.LatencyFor = d(10*time.Second, time.Second)
+	}
+	switch {
+	case o.LatencyWarmup == 0:
+		o.LatencyWarmup = d(time.Second, 200*time.Millisecond)
+	case o.LatencyWarmup < 0:
+		o.LatencyWarmup = 0
 	}
 	if len(o.LatencyRates) == 0 {
 		if o.Quick {
@@ -205,7 +215,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Started: time.Now().UTC(), Quick: o.Quick, Machine: machine(ctx, o.DatabaseURL), Options: map[string]any{
 		"drain_n": o.DrainN, "keys": o.Keys, "baseline_n": o.BaselineN, "write_seconds": o.WriteFor.Seconds(), "write_rounds": o.WriteRounds,
-		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "latency_poisson": o.LatencyPoisson, "latency_slice_ms": o.LatencySlice.Milliseconds(), "scale_n": o.ScaleN,
+		"latency_seconds": o.LatencyFor.Seconds(), "latency_rates": o.LatencyRates, "latency_poisson": o.LatencyPoisson, "latency_slice_ms": o.LatencySlice.Milliseconds(), "latency_warmup_ms": o.LatencyWarmup.Milliseconds(), "scale_n": o.ScaleN,
 		"scale_ack_delay_ms": float64(o.ScaleAckDelay) / float64(time.Millisecond), "history_n": o.HistoryN, "history_reps": o.HistoryReps,
 		"fast_key_runs": o.fastKeyRuns(),
 	}}

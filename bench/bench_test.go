@@ -84,6 +84,11 @@ func TestQuick(t *testing.T) {
 		if ca, acked := r.Metrics["commit_ack_p50_ms"], r.Metrics["ack_p50_ms"]; ca <= 0 || ca > acked {
 			t.Errorf("%s: commit → ack p50 %.3f ms, ack p50 %.3f ms: want 0 < commit → ack ≤ ack", r.Case, ca, acked)
 		}
+		// The warm-up's events are sent and received, but not measured.
+		if r.Metrics["received"] != r.Metrics["sent"] || num(r.Params["warmup_seconds"]) <= 0 {
+			t.Errorf("%s: received %v of %v measured events, warm-up %v s: want all, after a warm-up",
+				r.Case, r.Metrics["received"], r.Metrics["sent"], r.Params["warmup_seconds"])
+		}
 		if _, ok := r.Metrics["x_hand_commit_ack_p99"]; !ok && r.Params["reference"] == false {
 			t.Errorf("%s: no x_hand_commit_ack_p99 in %v", r.Case, r.Metrics)
 		}

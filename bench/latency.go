@@ -22,11 +22,18 @@ import (
 
 const schedHeader = "Bench-Sched"
 
+// warmSched is the schedHeader value of a warm-up event: not measured.
+const warmSched = "warm"
+
 // latency measures commit → delivery latency at a steady open-loop rate:
 // send times are scheduled up front (rate × duration events) and each
 // event carries its scheduled time; a JetStream consumer records when it
 // receives it. Latency is receive time − scheduled time, so a writer or
 // relay that falls behind is charged for it (no coordinated omission);
+// issue 15's measure, each event's Commit() returned → the relay learning
+// of the broker's ack, is reported beside it (commit_ack_p50_ms,
+// commit_ack_p99_ms). Each cell warms each relay up first
+// (Options.LatencyWarmup, not measured);
 // Options.LatencyPoisson spaces them as a Poisson process. The
 // relay is the default configuration (ordered, 2 workers, batch 1,000);
 // events have one of 1,000 keys. Modes: the hand-written LISTEN/NOTIFY
@@ -92,10 +99,12 @@ type latencyLane struct {
 	mu        sync.Mutex
 	commits   []time.Duration     // scheduled send → Commit() returned
 	committed map[int64]time.Time // when each event's Commit() returned, by its scheduled send (Unix ns)
-	received  atomic.Int64
-	sent      int           // by latencyCell's scheduler, read once the writers are done
-	pg        time.Duration // PostgreSQL's CPU during this lane's slices
-	st        stages        // each event's way after its commit
+	received  atomic.Int64        // measured events received
+	warmed    atomic.Int64        // warm-up events received
+	warm      Result              // the relay's counters at the warm-up's end (stats)
+	sent      int                 // by latencyCell's scheduler, read once the writers are done
+	pg        time.Duration       // PostgreSQL's CPU during this lane's slices
+	st        stages              // each event's way after its commit
 }
 
 // stages records each event's way after its commit, each point as the
@@ -227,10 +236,13 @@ func (r *runner) startLane(ctx context.Context, m latencyMode) (*latencyLane, er
 		return nil, err
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		if v := msg.Headers()[schedHeader]; len(v) > 0 {
+		switch v := msg.Headers()[schedHeader]; {
+		case len(v) > 0 && v[0] == warmSched:
+			l.warmed.Add(1)
+		case len(v) > 0:
 			l.st.receive(v[0], time.Now())
+			l.received.Add(1)
 		}
-		l.received.Add(1)
 	})
 	if err != nil {
 		return nil, err
@@ -261,15 +273,21 @@ func turn(at, slice time.Duration, lanes int) int {
 	return int(at/slice) % lanes
 }
 
-// latencyJob is one scheduled event and the lane it goes to.
+// latencyJob is one scheduled event and the lane it goes to; a warm-up
+// event is not measured.
 type latencyJob struct {
 	at   time.Time
 	lane *latencyLane
+	warm bool
 }
 
 // latencyCell runs one cell: rate events per second for LatencyFor per
 // mode, the modes taking turns in slices of LatencySlice when there are
-// several. It returns a result per mode, in modes' order.
+// several. Each mode first gets LatencyWarmup of events at that rate, in
+// turn, not measured: a relay's first events pay for its connections, its
+// prepared statements and the broker's first round trips (the
+// reference's as ours), and in a cell of seconds they would set its p99.
+// It returns a result per mode, in modes' order.
 func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode) ([]Result, error) {
 	lanes := make([]*latencyLane, 0, len(modes))
 	defer func() {
@@ -290,7 +308,8 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 	n := int(float64(rate)*r.o.LatencyFor.Seconds()) * len(lanes)
 	sched := schedule(n, rate, r.o.LatencyPoisson)
 	payload := make([]byte, payloadSize)
-	jobs := make(chan latencyJob, n)
+	warmN := int(float64(rate) * r.o.LatencyWarmup.Seconds())
+	jobs := make(chan latencyJob, n+warmN*len(lanes))
 	var wg sync.WaitGroup
 	var werr atomic.Value
 	for w := range latencyWriters {
@@ -298,11 +317,18 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for j := range jobs {
 				l := j.lane
+				sched := strconv.FormatInt(j.at.UnixNano(), 10)
+				if j.warm {
+					sched = warmSched
+				}
 				err := pgx.BeginFunc(ctx, l.e.pool, func(tx pgx.Tx) error {
-					return l.write(ctx, tx, strconv.Itoa(rng.IntN(keyCount)), payload, strconv.FormatInt(j.at.UnixNano(), 10))
+					return l.write(ctx, tx, strconv.Itoa(rng.IntN(keyCount)), payload, sched)
 				})
 				if err != nil {
 					werr.CompareAndSwap(nil, err)
+					continue
+				}
+				if j.warm {
 					continue
 				}
 				now := time.Now()
@@ -313,6 +339,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 			}
 		})
 	}
+	r.warmUp(lanes, rate, warmN, jobs)
 	// PostgreSQL's CPU goes to the lane whose slice it was spent in.
 	pgAt := cputime.Proc("postgres")
 	charge := func(l *latencyLane) {
@@ -372,6 +399,46 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 	return out, nil
 }
 
+// warmUp sends each lane warmN events at rate, one lane after the other,
+// through jobs, and waits for them to arrive (while they progress; a
+// relay that cannot deliver them fails the cell later). Then it records
+// each lane's counters, which laneResult leaves out.
+func (r *runner) warmUp(lanes []*latencyLane, rate, warmN int, jobs chan<- latencyJob) {
+	if warmN <= 0 {
+		return
+	}
+	start := time.Now()
+	for i, l := range lanes {
+		for k := range warmN {
+			t := start.Add(time.Duration(i*warmN+k) * time.Second / time.Duration(rate))
+			if d := time.Until(t); d > 0 {
+				time.Sleep(d)
+			}
+			jobs <- latencyJob{at: t, lane: l, warm: true}
+		}
+	}
+	warmed := func() (got int64) {
+		for _, l := range lanes {
+			got += min(l.warmed.Load(), int64(warmN))
+		}
+		return got
+	}
+	want := int64(warmN * len(lanes))
+	last, lastAt := warmed(), time.Now()
+	for warmed() < want && time.Since(lastAt) < 15*time.Second {
+		time.Sleep(10 * time.Millisecond)
+		if v := warmed(); v != last {
+			last, lastAt = v, time.Now()
+		}
+	}
+	for _, l := range lanes {
+		l.warm = Result{Metrics: map[string]float64{}}
+		if l.stats != nil {
+			l.stats(&l.warm)
+		}
+	}
+}
+
 // laneResult is a lane's measurements as a Result; shared is how many
 // modes took turns in its cell, written how long the writers took.
 func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Duration) (Result, error) {
@@ -382,7 +449,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	n, lat := l.sent, l.st.received
 	ca, early := commitToAck(l.committed, l.st.ackedAt)
 	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
-		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "n": n, "writers": latencyWriters}
+		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "warmup_seconds": r.o.LatencyWarmup.Seconds(), "n": n, "writers": latencyWriters}
 	if shared > 1 {
 		params["slice_ms"] = r.o.LatencySlice.Milliseconds()
 		params["shared_with"] = shared - 1
@@ -398,6 +465,9 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	}
 	if l.stats != nil {
 		l.stats(&res)
+		for k, v := range l.warm.Metrics {
+			res.Metrics[k] -= v
+		}
 		if c, ok := res.Metrics["relay_claims"]; ok && n > 0 {
 			res.Metrics["claims_per_ev"] = c / float64(n)
 		}

@@ -37,6 +37,7 @@ func main() {
 	flag.StringVar(&rates, "latency-rates", "", "comma-separated event rates of the latency cells, per second (default 100,1000,5000; quick 100)")
 	flag.BoolVar(&o.LatencyPoisson, "latency-poisson", false, "schedule the latency cells' events as a Poisson process (random gaps) instead of evenly")
 	flag.DurationVar(&o.LatencySlice, "latency-slice", 0, "put the hand-written reference and our LISTEN/NOTIFY relay in one latency cell, taking turns of this length (e.g. 2s); default: a cell each, one after the other")
+	flag.DurationVar(&o.LatencyWarmup, "latency-warmup", 0, "events each latency cell sends each relay before it measures, as a duration at the cell's rate (default 1s; quick 200ms; negative: none)")
 	flag.IntVar(&o.ScaleN, "scale-n", 0, "events per scale cell (default 100000; quick 2000)")
 	flag.DurationVar(&o.ScaleAckDelay, "scale-ack-delay", 0, "broker delay per acknowledged message in the scale workload (default 1ms)")
 	flag.IntVar(&o.HistoryN, "history-n", 0, "published rows kept for the history workload (default 10000000; quick 100000)")
