@@ -140,6 +140,55 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 	}
 }
 
+// TestOnlyAFullBatchWakesAPeer: in ordered mode a worker whose claim came
+// full hands a wake-up to its idle peer (the claim may have left events
+// behind); one whose claim took fewer than the batch size took all there
+// was, and claims again itself without waking the peer. The writers
+// announce every commit here, so no claim follows from streaming: the
+// woken worker claims the events, claims again at once (a batch of more
+// than one), finds none and waits out the hour; its peer claims once more
+// only after a full batch.
+func TestOnlyAFullBatchWakesAPeer(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		batch  int
+		claims int64
+	}{
+		{"a batch short of the limit", 4, 2},
+		{"a full batch", 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, s, _ := newMem(t, Config{PollInterval: time.Hour, Workers: 2, BatchSize: c.batch})
+			r.linger = time.Hour
+			r.quiet.hear(time.Now(), 0)
+			if err := r.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer stop(t, r)
+			settled := func() bool {
+				for _, w := range r.wakes.workers {
+					if time.Duration(w.idle.Load()) != time.Hour || len(w.ch) > 0 {
+						return false
+					}
+				}
+				return true
+			}
+			eventually(t, "both workers' first claims", func() bool { return r.Stats().Claims >= 2 && settled() })
+			before := r.Stats().Claims
+			for _, k := range []string{"k1", "k2", "k3"} {
+				s.add(msgs(1, k)...)
+			}
+			r.Wake()
+			eventually(t, "the events published and both workers waiting out the hour", func() bool {
+				return len(published(s)) == 3 && r.Stats().Claims >= before+c.claims && settled()
+			})
+			if got := r.Stats().Claims - before; got != c.claims {
+				t.Errorf("%d claims, want %d", got, c.claims)
+			}
+		})
+	}
+}
+
 // TestOneEventAmongManyClaimsAgainSoon: a claim that finds one event just
 // after one that found more (events a few milliseconds apart, whose
 // NOTIFYs the writers pace away) is followed by another claim soon, with no

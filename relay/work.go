@@ -106,10 +106,17 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			r.log.Error("relay batch failed", "error", err, "retry_in", idle.Round(time.Millisecond))
 		case n > 1, c.holds():
 			// There may be more: a full batch, or in ordered mode the next
-			// events of each key just published, which an idle peer may
-			// take now; or the continuation claimed meanwhile holds some.
+			// events of each key just published; or the continuation
+			// claimed meanwhile holds some. This worker claims again at
+			// once. A full batch may have left events behind, which an
+			// idle peer may take now; a batch short of the limit took
+			// all its claim could, and a peer's claim would find nothing
+			// or split what comes next — at 1,000 ev/s, batches of a few
+			// events, that doubled the claims and completions, each a
+			// round trip and a commit (see docs/benchmarks.md, "Latency
+			// by the issue's own measure").
 			storeFailures, busy = 0, true
-			if !r.cfg.Unordered {
+			if !r.cfg.Unordered && n >= r.cfg.BatchSize {
 				r.wakes.peer(w)
 			}
 			continue
