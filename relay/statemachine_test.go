@@ -110,6 +110,33 @@ func TestWakeClaimsNow(t *testing.T) {
 	eventually(t, "the events published after Wake", func() bool { return len(published(s)) == 5 })
 }
 
+// claimsAfterWake waits for r's workers to settle (see settled) after
+// their first claims, adds events to s and wakes r, waits for the events
+// to be published, at least atLeast more claims and the workers settled
+// again, and returns how many claims the events took.
+func claimsAfterWake(t *testing.T, r *Relay, s *memStore, events []outbox.Message, atLeast int64) int64 {
+	t.Helper()
+	eventually(t, "the workers' first claims", func() bool { return r.Stats().Claims >= int64(len(r.wakes.workers)) && settled(r) })
+	before := r.Stats().Claims
+	s.add(events...)
+	r.Wake()
+	eventually(t, "the events published and the workers waiting out the hour", func() bool {
+		return len(published(s)) == len(events) && r.Stats().Claims >= before+atLeast && settled(r)
+	})
+	return r.Stats().Claims - before
+}
+
+// settled reports whether every worker of r waits out an hour's poll
+// interval with no wake-up left for it.
+func settled(r *Relay) bool {
+	for _, w := range r.wakes.workers {
+		if time.Duration(w.idle.Load()) != time.Hour || len(w.ch) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // TestTrickleWakesOneWorker: an event at a time wakes one worker, not all
 // of them: it claims the event and, a trickle, claims once more only after
 // the linger (nothing): two claims, none by its idle peer. Settled is both workers
@@ -120,22 +147,7 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop(t, r)
-	settled := func() bool {
-		for _, w := range r.wakes.workers {
-			if time.Duration(w.idle.Load()) != time.Hour || len(w.ch) > 0 {
-				return false
-			}
-		}
-		return true
-	}
-	eventually(t, "both workers' first claims", func() bool { return r.Stats().Claims >= 2 && settled() })
-	before := r.Stats().Claims
-	s.add(msgs(1, "")...)
-	r.Wake()
-	eventually(t, "the event published and the workers idle after the linger", func() bool {
-		return len(published(s)) == 1 && r.Stats().Claims >= before+2 && settled()
-	})
-	if got := r.Stats().Claims - before; got != 2 {
+	if got := claimsAfterWake(t, r, s, msgs(1, ""), 2); got != 2 {
 		t.Errorf("%d claims for one event, want 2 (claim, linger)", got)
 	}
 }
@@ -165,24 +177,11 @@ func TestOnlyAFullBatchWakesAPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stop(t, r)
-			settled := func() bool {
-				for _, w := range r.wakes.workers {
-					if time.Duration(w.idle.Load()) != time.Hour || len(w.ch) > 0 {
-						return false
-					}
-				}
-				return true
-			}
-			eventually(t, "both workers' first claims", func() bool { return r.Stats().Claims >= 2 && settled() })
-			before := r.Stats().Claims
+			var events []outbox.Message
 			for _, k := range []string{"k1", "k2", "k3"} {
-				s.add(msgs(1, k)...)
+				events = append(events, msgs(1, k)...)
 			}
-			r.Wake()
-			eventually(t, "the events published and both workers waiting out the hour", func() bool {
-				return len(published(s)) == 3 && r.Stats().Claims >= before+c.claims && settled()
-			})
-			if got := r.Stats().Claims - before; got != c.claims {
+			if got := claimsAfterWake(t, r, s, events, c.claims); got != c.claims {
 				t.Errorf("%d claims, want %d", got, c.claims)
 			}
 		})
