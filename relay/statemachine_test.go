@@ -152,21 +152,23 @@ func TestTrickleWakesOneWorker(t *testing.T) {
 	}
 }
 
-// TestOnlyAFullBatchWakesAPeer: in ordered mode a worker whose claim came
-// full hands a wake-up to its idle peer (the claim may have left events
-// behind); one whose claim took fewer than the batch size took all there
-// was, and claims again itself without waking the peer. The writers
+// TestOnlyABacklogWakesAPeer: in ordered mode a worker whose claim took a
+// quarter of the batch size or more hands a wake-up to its idle peer (the
+// claim may have stopped at the batch size, or at a store's cap on its
+// keys, with events left behind); one whose claim took less took all
+// there was, and claims again itself without waking the peer. The writers
 // announce every commit here, so no claim follows from streaming: the
-// woken worker claims the events, claims again at once (a batch of more
-// than one), finds none and waits out the hour; its peer claims once more
-// only after a full batch.
-func TestOnlyAFullBatchWakesAPeer(t *testing.T) {
+// woken worker claims the three events, claims again at once (a batch of
+// more than one), finds none and waits out the hour; its peer claims once
+// more only after a backlog's batch.
+func TestOnlyABacklogWakesAPeer(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		batch  int
 		claims int64
 	}{
-		{"a batch short of the limit", 4, 2},
+		{"under a quarter of the batch size", 16, 2},
+		{"a quarter of the batch size", 12, 3},
 		{"a full batch", 3, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {

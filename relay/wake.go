@@ -10,8 +10,9 @@ import (
 // for it only makes an empty claim. When no worker is idle, every worker
 // gets it, so that one finishing its claim just now (not idle yet, but
 // about to be) still looks again; the others find it on their next claim
-// anyway. A worker whose claim came full hands a wake-up on to an idle
-// peer (peer), so that a backlog spreads over the workers.
+// anyway. A worker whose claim found a backlog (Relay.backlog) hands a
+// wake-up on to an idle peer (peer), so that the backlog spreads over the
+// workers.
 type waker struct {
 	workers []*workerWake
 }

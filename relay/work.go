@@ -108,15 +108,10 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 			// There may be more: a full batch, or in ordered mode the next
 			// events of each key just published; or the continuation
 			// claimed meanwhile holds some. This worker claims again at
-			// once. A full batch may have left events behind, which an
-			// idle peer may take now; a batch short of the limit took
-			// all its claim could, and a peer's claim would find nothing
-			// or split what comes next — at 1,000 ev/s, batches of a few
-			// events, that doubled the claims and completions, each a
-			// round trip and a commit (see docs/benchmarks.md, "Latency
-			// by the issue's own measure").
+			// once, and a backlog's batch wakes an idle peer too (see
+			// backlog).
 			storeFailures, busy = 0, true
-			if !r.cfg.Unordered && n >= r.cfg.BatchSize {
+			if !r.cfg.Unordered && r.backlog(n) {
 				r.wakes.peer(w)
 			}
 			continue
@@ -162,6 +157,19 @@ func (r *Relay) work(ctx context.Context, w *workerWake) {
 		w.setIdle(0)
 		t.Stop()
 	}
+}
+
+// backlog reports whether an ordered batch of n events may have left
+// events behind that an idle peer could take now: a quarter of the batch
+// size or more. A store's ordered claim takes every event it can up to
+// the batch size, or stops at a cap on its keys that is never below a
+// quarter of it (sqlkit.HeadLimit); a smaller batch took all there was,
+// and a peer's claim would find nothing or split what comes next. At
+// 1,000 ev/s, batches of a few events, waking the peer after every batch
+// of two doubled the claims and completions, each a round trip and a
+// commit (see docs/benchmarks.md, "Latency by the issue's own measure").
+func (r *Relay) backlog(n int) bool {
+	return n >= max(2, r.cfg.BatchSize/4)
 }
 
 // claimParams are the parameters of a claim, or of a continuation, made
