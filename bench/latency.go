@@ -379,13 +379,7 @@ func (r *runner) latencyCell(ctx context.Context, rate int, modes []latencyMode)
 		}
 		return got
 	}
-	last, lastAt, end := received(), time.Now(), time.Now().Add(3*time.Minute)
-	for received() < int64(n) && time.Now().Before(end) && time.Since(lastAt) < 15*time.Second+2*poll {
-		time.Sleep(10 * time.Millisecond)
-		if v := received(); v != last {
-			last, lastAt = v, time.Now()
-		}
-	}
+	awaitProgress(received, int64(n), 15*time.Second+2*poll)
 	charge(lanes[cur])
 
 	out := make([]Result, 0, len(lanes))
@@ -423,18 +417,24 @@ func (r *runner) warmUp(lanes []*latencyLane, rate, warmN int, jobs chan<- laten
 		}
 		return got
 	}
-	want := int64(warmN * len(lanes))
-	last, lastAt := warmed(), time.Now()
-	for warmed() < want && time.Since(lastAt) < 15*time.Second {
-		time.Sleep(10 * time.Millisecond)
-		if v := warmed(); v != last {
-			last, lastAt = v, time.Now()
-		}
-	}
+	awaitProgress(warmed, int64(warmN*len(lanes)), 15*time.Second)
 	for _, l := range lanes {
 		l.warm = Result{Metrics: map[string]float64{}}
 		if l.stats != nil {
 			l.stats(&l.warm)
+		}
+	}
+}
+
+// awaitProgress waits until got reaches want, while it progresses: it
+// gives up when got has not moved for stall, or after 3 minutes (an
+// overloaded cell may take long after its last commit).
+func awaitProgress(got func() int64, want int64, stall time.Duration) {
+	last, lastAt, end := got(), time.Now(), time.Now().Add(3*time.Minute)
+	for got() < want && time.Now().Before(end) && time.Since(lastAt) < stall {
+		time.Sleep(10 * time.Millisecond) // polling the consumers' counts
+		if v := got(); v != last {
+			last, lastAt = v, time.Now()
 		}
 	}
 }
