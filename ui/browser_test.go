@@ -86,6 +86,18 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
+// try runs one action bounded by tryFor, for waits that poll: while a
+// form's submission loads the next page an action can fail or stall, and
+// the next poll asks the new page.
+func try[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, tryFor)
+	defer cancel()
+	return chromedp.Run(ctx, a)
+}
+
+// tryFor bounds one poll of a wait (the wait itself is bounded by waitFor).
+const tryFor = 10 * time.Second
+
 // eval evaluates the JavaScript expression expr in the page.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
@@ -95,21 +107,44 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // text is the text of the element selector names ("" when there is none).
 func text(t *testing.T, ctx context.Context, selector string) string {
 	t.Helper()
-	return eval[string](t, ctx, fmt.Sprintf(`(document.querySelector(%q) || {textContent: ""}).textContent.trim()`, selector))
+	return eval[string](t, ctx, textOf(selector))
+}
+
+func textOf(selector string) string {
+	return fmt.Sprintf(`(document.querySelector(%q) || {textContent: ""}).textContent.trim()`, selector)
 }
 
 // count is how many elements selector matches.
 func count(t *testing.T, ctx context.Context, selector string) int {
 	t.Helper()
-	return eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, selector))
+	return eval[int](t, ctx, countOf(selector))
+}
+
+func countOf(selector string) string {
+	return fmt.Sprintf(`document.querySelectorAll(%q).length`, selector)
+}
+
+// click clicks the element selector names, found and clicked in one step
+// in the page: the page swaps a section that changed at every refresh, so
+// a node found by one call to the browser can be gone at the next. A
+// click that submits a form loads the next page; wait for what it shows
+// with waitText or waitCount, which poll across the load.
+func click(t *testing.T, ctx context.Context, selector string) {
+	t.Helper()
+	if !eval[bool](t, ctx, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (e) e.click(); return !!e; })()`, selector)) {
+		t.Fatalf("nothing to click: no %s in the page", selector)
+	}
 }
 
 // waitText waits until the element selector names shows want (the page
-// updates itself; nothing reloads it).
+// updates itself, or a submitted form loads the next one).
 func waitText(t *testing.T, ctx context.Context, selector, want string) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%s shows %q", selector, want), func() (bool, string) {
-		got := text(t, ctx, selector)
+		got, err := try(ctx, chromedp.Evaluate[string](textOf(selector)))
+		if err != nil {
+			return false, err.Error()
+		}
 		return got == want, strconv.Quote(got)
 	})
 }
@@ -118,7 +153,10 @@ func waitText(t *testing.T, ctx context.Context, selector, want string) {
 func waitCount(t *testing.T, ctx context.Context, selector string, n int) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%d of %s", n, selector), func() (bool, string) {
-		got := count(t, ctx, selector)
+		got, err := try(ctx, chromedp.Evaluate[int](countOf(selector)))
+		if err != nil {
+			return false, err.Error()
+		}
 		return got == n, strconv.Itoa(got)
 	})
 }

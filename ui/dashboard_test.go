@@ -64,13 +64,15 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Search: by event ID, then by key.
 	id := s.pending[2].ID.String()
-	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), id), chromedp.Click(chromedp.CSS("#search")),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.found[data-id=%q]`, id))))
+	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), id))
+	click(t, ctx, "#search")
+	waitCount(t, ctx, fmt.Sprintf(`tr.found[data-id=%q]`, id), 1)
 	if n := count(t, ctx, "tr.found"); n != 1 {
 		t.Errorf("search by ID found %d events, want 1", n)
 	}
-	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), blockedKey), chromedp.Click(chromedp.CSS("#search")),
-		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.found[data-id=%q]`, s.behind.ID))))
+	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), blockedKey))
+	click(t, ctx, "#search")
+	waitCount(t, ctx, fmt.Sprintf(`tr.found[data-id=%q]`, s.behind.ID), 1)
 	if n := count(t, ctx, "tr.found"); n != 2 {
 		t.Errorf("search by key %s found %d events, want its 2 pending", blockedKey, n)
 	}
@@ -171,11 +173,8 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Retry: the dead event goes to the broker.
 	retried := s.dead[0].ID.String()
-	run(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.dead-event[data-id=%q] button.retry`, retried))),
-		chromedp.WaitVisible(chromedp.CSS("#flash")))
-	if got := text(t, ctx, "#flash"); got != "retried event "+retried+": it is pending again, and the relay publishes it next" {
-		t.Errorf("after Retry the page says %q", got)
-	}
+	click(t, ctx, fmt.Sprintf(`tr.dead-event[data-id=%q] button.retry`, retried))
+	waitText(t, ctx, "#flash", "retried event "+retried+": it is pending again, and the relay publishes it next")
 	msgs := natstest.WaitForCount(t, js, stream, drained+1, waitFor)
 	if !hasMsgID(msgs, retried) {
 		t.Fatalf("the retried event %s did not arrive at the broker (%d messages)", retried, len(msgs))
@@ -190,8 +189,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Discard: the other dead event is deleted.
 	discarded := s.dead[1].ID.String()
-	run(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.dead-event[data-id=%q] button.discard`, discarded))),
-		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	click(t, ctx, fmt.Sprintf(`tr.dead-event[data-id=%q] button.discard`, discarded))
 	waitText(t, ctx, "#flash", "discarded event "+discarded+": it is deleted")
 	if n := b.count(t, "id = $1", s.dead[1].ID); n != 0 {
 		t.Errorf("the discarded event is still in the table (%d rows)", n)
