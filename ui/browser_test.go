@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -77,20 +76,16 @@ func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Vo
 // value runs one action that returns a value, bounded by waitFor.
 func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, waitFor)
-	defer cancel()
-	v, err := chromedp.Run(ctx, a)
+	v, err := within(ctx, a, waitFor)
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
 	return v
 }
 
-// try runs one action bounded by tryFor, for waits that poll: while a
-// form's submission loads the next page an action can fail or stall, and
-// the next poll asks the new page.
-func try[T any](ctx context.Context, a chromedp.Action[T]) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, tryFor)
+// within runs one action bounded by d.
+func within[T any](ctx context.Context, a chromedp.Action[T], d time.Duration) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return chromedp.Run(ctx, a)
 }
@@ -110,6 +105,7 @@ func text(t *testing.T, ctx context.Context, selector string) string {
 	return eval[string](t, ctx, textOf(selector))
 }
 
+// textOf is the expression text evaluates.
 func textOf(selector string) string {
 	return fmt.Sprintf(`(document.querySelector(%q) || {textContent: ""}).textContent.trim()`, selector)
 }
@@ -120,6 +116,7 @@ func count(t *testing.T, ctx context.Context, selector string) int {
 	return eval[int](t, ctx, countOf(selector))
 }
 
+// countOf is the expression count evaluates.
 func countOf(selector string) string {
 	return fmt.Sprintf(`document.querySelectorAll(%q).length`, selector)
 }
@@ -140,24 +137,27 @@ func click(t *testing.T, ctx context.Context, selector string) {
 // updates itself, or a submitted form loads the next one).
 func waitText(t *testing.T, ctx context.Context, selector, want string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s shows %q", selector, want), func() (bool, string) {
-		got, err := try(ctx, chromedp.Evaluate[string](textOf(selector)))
-		if err != nil {
-			return false, err.Error()
-		}
-		return got == want, strconv.Quote(got)
-	})
+	waitEval(t, ctx, fmt.Sprintf("%s shows %q", selector, want), textOf(selector), want)
 }
 
 // waitCount waits until selector matches n elements.
 func waitCount(t *testing.T, ctx context.Context, selector string, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d of %s", n, selector), func() (bool, string) {
-		got, err := try(ctx, chromedp.Evaluate[int](countOf(selector)))
+	waitEval(t, ctx, fmt.Sprintf("%d of %s", n, selector), countOf(selector), n)
+}
+
+// waitEval waits until the JavaScript expression expr evaluates to want.
+// Each poll is bounded by tryFor: while a submitted form loads the next
+// page an evaluation can fail or stall, which counts as not yet, and the
+// next poll asks the new page.
+func waitEval[T comparable](t *testing.T, ctx context.Context, what, expr string, want T) {
+	t.Helper()
+	eventually(t, what, func() (bool, string) {
+		got, err := within(ctx, chromedp.Evaluate[T](expr), tryFor)
 		if err != nil {
 			return false, err.Error()
 		}
-		return got == n, strconv.Itoa(got)
+		return got == want, fmt.Sprintf("%#v", got)
 	})
 }
 
