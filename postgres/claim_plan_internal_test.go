@@ -49,9 +49,12 @@ func TestClaimPlansWithoutStatistics(t *testing.T) {
 		{"unordered keyed claim, wrapped", s.keyedUnorderedSQL(true), []any{now, 1000, "", "k3"}},
 		{"unkeyed claim", s.unkeyedSQL(false), []any{now, 500}},
 		{"unkeyed claim, after", s.unkeyedSQL(true), []any{now, 500, now.Add(-time.Hour), 10}},
-		{"ordered keyed claim", s.keyedSQL(false, lockInOrder), []any{now, 250, "k3"}},
-		{"ordered keyed claim with first runs", s.keyedSQL(true, lockInOrder), []any{now, 250, "k3", 1}},
-		{"ordered keyed claim with first runs, ranked", s.keyedSQL(true, lockRanked), []any{now, 250, "k3", 1}},
+		{"ordered keyed claim", s.keyedSQL(false, lockInOrder, false), []any{now, 250, "k3"}},
+		{"ordered keyed claim with first runs", s.keyedSQL(true, lockInOrder, false), []any{now, 250, "k3", 1}},
+		{"ordered keyed claim with first runs, ranked", s.keyedSQL(true, lockRanked, false), []any{now, 250, "k3", 1}},
+		{"ordered keyed claim from the start", s.keyedSQL(false, lockInOrder, true), []any{now, 250, ""}},
+		{"ordered keyed claim with first runs from the start", s.keyedSQL(true, lockInOrder, true), []any{now, 250, "", 1}},
+		{"ordered keyed claim with first runs from the start, ranked", s.keyedSQL(true, lockRanked, true), []any{now, 250, "", 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := pool.Begin(ctx)
@@ -137,9 +140,12 @@ func TestClaimGenericPlans(t *testing.T) {
 		params int
 		byKey  bool // reads a key's rows: every index scan of the table must be bounded by the key
 	}{
-		{"ordered heads", s.keyedSQL(false, lockInOrder), 3, false},
-		{"ordered heads and first runs", s.keyedSQL(true, lockInOrder), 4, true},
-		{"ordered heads and first runs, ranked", s.keyedSQL(true, lockRanked), 4, true},
+		{"ordered heads", s.keyedSQL(false, lockInOrder, false), 3, false},
+		{"ordered heads and first runs", s.keyedSQL(true, lockInOrder, false), 4, true},
+		{"ordered heads and first runs, ranked", s.keyedSQL(true, lockRanked, false), 4, true},
+		{"ordered heads from the start", s.keyedSQL(false, lockInOrder, true), 3, false},
+		{"ordered heads and first runs from the start", s.keyedSQL(true, lockInOrder, true), 4, true},
+		{"ordered heads and first runs from the start, ranked", s.keyedSQL(true, lockRanked, true), 4, true},
 		{"runs", s.runsSQL(lockInOrder), 3, true},
 		{"runs, ranked", s.runsSQL(lockRanked), 3, true},
 		{"range", s.rangeSQL(false, lockInOrder), 2, false},

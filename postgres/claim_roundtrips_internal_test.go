@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,11 +45,16 @@ func tracedStore(t *testing.T) (*pgxpool.Pool, *DB, *roundTrips) {
 }
 
 // roundTrips counts the statements and pipelines a pool's connections
-// send: each is one round trip to the server.
-type roundTrips struct{ n atomic.Int64 }
+// send, each one round trip to the server, and keeps the statements.
+type roundTrips struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	sqls []string
+}
 
-func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.record(d.SQL)
 	return ctx
 }
 func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -56,8 +62,38 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	c.n.Add(1)
 	return ctx
 }
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.record(d.SQL)
+}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (c *roundTrips) record(sql string) {
+	c.mu.Lock()
+	c.sqls = append(c.sqls, sql)
+	c.mu.Unlock()
+}
+
+// reset forgets what was counted and kept.
+func (c *roundTrips) reset() {
+	c.n.Store(0)
+	c.mu.Lock()
+	c.sqls = nil
+	c.mu.Unlock()
+}
+
+// walks returns how many walks of the keys each key-walk statement sent
+// since reset held (see keyedSQL), in the order they were sent.
+func (c *roundTrips) walks() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for _, q := range c.sqls {
+		if strings.Contains(q, "WITH RECURSIVE after(") {
+			out = append(out, 1+strings.Count(q, "upto(key, tid) AS ("))
+		}
+	}
+	return out
+}
 
 // TestTrickleClaimRoundTrips: an ordered claim that finds a few events, a
 // key's head with nothing behind it and an unkeyed event, takes one
@@ -88,7 +124,7 @@ func TestTrickleClaimRoundTrips(t *testing.T) {
 	s := db.Store()
 	claim := func(want []string, trips int64) {
 		t.Helper()
-		rt.n.Store(0)
+		rt.reset()
 		b, err := s.Claim(ctx, stores.ClaimParams{Limit: 1000, Now: time.Now().Add(time.Second), PerKey: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +182,7 @@ func TestDeepKeysClaimRoundTrips(t *testing.T) {
 	if heads >= keys {
 		t.Fatalf("the walk takes %d heads: the test needs more keys than that", heads)
 	}
-	rt.n.Store(0)
+	rt.reset()
 	b, err := s.Claim(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -163,4 +199,46 @@ func TestDeepKeysClaimRoundTrips(t *testing.T) {
 	if n != 2 {
 		t.Errorf("the claim took %d round trips, want 2", n)
 	}
+}
+
+// TestClaimFromTheStartWalksOnce: a claim whose key cursor is at the start
+// — every claim at a trickle, where the cursor goes back to the start
+// after each walk that did not fill up — sends the key walk without its
+// second walk, the one that wraps around to the keys before the cursor
+// (see keyedSQL's fromStart), and a claim whose cursor moved on sends both
+// and reaches the keys on either side of it.
+func TestClaimFromTheStartWalksOnce(t *testing.T) {
+	ctx := context.Background()
+	pool, db, rt := tracedStore(t)
+	s := db.Store()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+s.nm.table+` (id, topic, key, type, payload, created_at, available_at)
+		SELECT gen_random_uuid(), 'orders', 'k' || g, 'T', '\x00', now(), now() FROM generate_series(1, 3) g`); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(want []string, walks []int) {
+		t.Helper()
+		rt.reset()
+		// Two heads a claim (PerKey 1: the walk's limit is the batch's),
+		// so a claim of the three keys fills its walk and moves the cursor.
+		b, err := s.Claim(ctx, stores.ClaimParams{Limit: 2, Now: time.Now().Add(time.Second), PerKey: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range b.Records() {
+			got = append(got, r.Key)
+		}
+		if err := b.Abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("claimed the keys %q, want %q", got, want)
+		}
+		if w := rt.walks(); !slices.Equal(w, walks) {
+			t.Errorf("the key-walk statements held %v walks, want %v", w, walks)
+		}
+	}
+	claim([]string{"k1", "k2"}, []int{1}) // from the start: one walk
+	claim([]string{"k1", "k3"}, []int{2}) // after k2: k3, then around to k1
 }
