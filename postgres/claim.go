@@ -158,8 +158,10 @@ func attempt[T any](s *Store, spell bool, try func(runLocking) (T, error)) (T, e
 
 // claimSettingsSQL sets, for the claim's transaction only, the claim
 // timeout ($1, in ms) and the planner settings its statements are planned
-// with (see plannerSettings).
-const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true), ` + plannerSettings
+// with (see plannerSettings). The calls' results are concatenated into one
+// column, which nothing reads: PostgreSQL sets up each output column of a
+// statement at every execution.
+const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true) || ` + plannerSettings
 
 // plannerSettings makes the claim's statements (and the completion's)
 // cheap to plan and safe to plan once: each is planned once per
@@ -198,10 +200,10 @@ const claimSettingsSQL = `SELECT set_config('idle_in_transaction_session_timeout
 //
 // The settings last until the transaction ends, so RunInTx puts them back
 // to the session's own for the in-process handlers' statements.
-const plannerSettings = `set_config('plan_cache_mode', 'force_generic_plan', true),
-	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true), set_config('enable_memoize', 'off', true), set_config('jit', 'off', true)`
+const plannerSettings = `set_config('plan_cache_mode', 'force_generic_plan', true) ||
+	set_config('enable_seqscan', 'off', true) || set_config('enable_bitmapscan', 'off', true) ||
+	set_config('enable_sort', 'off', true) || set_config('enable_hashjoin', 'off', true) ||
+	set_config('enable_mergejoin', 'off', true) || set_config('enable_memoize', 'off', true) || set_config('jit', 'off', true)`
 
 // handlerSettingsSQL puts back, for the statements of in-process handlers
 // run in a claim's transaction (RunInTx), the session's own planner
@@ -773,7 +775,7 @@ func (s *Store) keyedSQL(runs bool, locking runLocking, fromStart bool) string {
 	}
 	heads := func(walk, second string) string {
 		return `(SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, ` + second + `::bigint FROM ` + walk + ` k
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m WHERE m.ctid = k.tid AND m.status = 0 AND m.available_at <= $1
 		FOR UPDATE SKIP LOCKED) m)`
 	}
 	walks, both := `WITH RECURSIVE `+walk("after", "$3", ""), heads("after", "0")
@@ -787,14 +789,14 @@ func (s *Store) keyedSQL(runs bool, locking runLocking, fromStart bool) string {
 	LIMIT $2`
 	}
 	firsts := `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, 1::bigint, false FROM h
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m
 		WHERE ` + rowsAfter("m", "h.key", "h.seq") + ` LIMIT $4 FOR UPDATE NOWAIT) m`
 	if locking == lockRanked {
 		firsts = `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank, run.found > $4 FROM h
 	CROSS JOIN LATERAL (SELECT tid, rank, count(*) OVER () AS found FROM (
 		SELECT r.ctid AS tid, row_number() OVER (ORDER BY r.key, r.seq) AS rank FROM ` + t + ` r
 		WHERE ` + rowsAfter("r", "h.key", "h.seq") + ` LIMIT $4 + 1) r) run
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND run.rank <= $4 AND m.status = 0
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m WHERE m.ctid = run.tid AND run.rank <= $4 AND m.status = 0
 		FOR UPDATE SKIP LOCKED) m`
 	}
 	return walks + `, h(id, topic, key, type, payload, headers, created_at, available_at, attempts, last_error, rowid, seq, rank) AS MATERIALIZED (
@@ -852,7 +854,7 @@ func (s *Store) rangeSQL(bounded bool, locking runLocking) string {
 	return `WITH r AS MATERIALIZED (SELECT ctid AS tid, key, row_number() OVER (PARTITION BY key ORDER BY seq) AS rank
 		FROM ` + t + ` WHERE status = 0 AND key <> '' AND key > $3` + upper + ` ORDER BY key, seq LIMIT $2)
 	SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, r.rank, (SELECT max(key) FROM r), (SELECT count(*) FROM r) FROM r
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = r.tid AND r.rank <= $4 AND m.status = 0
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m WHERE m.ctid = r.tid AND r.rank <= $4 AND m.status = 0
 		AND (r.rank > 1 OR m.available_at <= $1) FOR UPDATE SKIP LOCKED) m`
 }
 
@@ -890,14 +892,14 @@ func (s *Store) runsSQL(locking runLocking) string {
 	if locking == lockInOrder {
 		return `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, 0::bigint
 	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m
 		WHERE ` + rowsAfter("m", "k.key", "k.head") + ` LIMIT $3 FOR UPDATE NOWAIT) m`
 	}
 	return `SELECT ` + qualified("m", recordCols) + `, m.rowid, m.seq, run.rank
 	FROM unnest($1::text[], $2::bigint[]) AS k(key, head)
 	CROSS JOIN LATERAL (SELECT h.ctid AS tid, row_number() OVER (ORDER BY h.key, h.seq) AS rank FROM ` + t + ` h
 		WHERE ` + rowsAfter("h", "k.key", "k.head") + ` LIMIT $3) run
-	CROSS JOIN LATERAL (SELECT *, ctid AS rowid FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
+	CROSS JOIN LATERAL (SELECT ` + lockedCols + ` FROM ` + t + ` m WHERE m.ctid = run.tid AND m.status = 0 FOR UPDATE SKIP LOCKED) m`
 }
 
 // rowsAfter is the condition and order, on the table as alias, of the
@@ -941,6 +943,12 @@ func (s *Store) unkeyedSQL(after bool) string {
 	return `SELECT ` + recordCols + `, ctid, seq FROM ` + s.nm.table + ` WHERE status = 0 AND key = '' AND available_at <= $1` + cond + `
 	ORDER BY available_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
+
+// lockedCols are the columns a claim's row-locking subquery passes on: what
+// the claim reads of a row (recordCols and seq) and where the row is. Not
+// *: PostgreSQL sets up each column of each plan node a row passes through
+// at every execution, and the table's other columns are never read.
+const lockedCols = `id, topic, key, type, payload, headers, created_at, available_at, attempts, last_error, seq, ctid AS rowid`
 
 // qualified prefixes each column of a recordCols-style list with alias.
 func qualified(alias, cols string) string {
