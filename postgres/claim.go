@@ -948,7 +948,7 @@ func (s *Store) unkeyedSQL(after bool) string {
 // the claim reads of a row (recordCols and seq) and where the row is. Not
 // *: PostgreSQL sets up each column of each plan node a row passes through
 // at every execution, and the table's other columns are never read.
-const lockedCols = `id, topic, key, type, payload, headers, created_at, available_at, attempts, last_error, seq, ctid AS rowid`
+const lockedCols = recordBase + `, last_error, seq, ctid AS rowid`
 
 // qualified prefixes each column of a recordCols-style list with alias.
 func qualified(alias, cols string) string {

@@ -78,7 +78,12 @@ func wrap(op string, err error) error {
 	return sqlkit.Wrap("postgres", op, err, isSchemaMissing)
 }
 
-const recordCols = `id, topic, key, type, payload, headers, created_at, available_at, attempts, coalesce(last_error, '')`
+// recordCols are the columns a stores.Record is read from (see
+// rowScanner), in its order; recordBase is all but the error.
+const (
+	recordBase = `id, topic, key, type, payload, headers, created_at, available_at, attempts`
+	recordCols = recordBase + `, coalesce(last_error, '')`
+)
 
 // uuidDst is where a row's uuid column is scanned into id: its bytes.
 // Through a *uuid.UUID, a sql.Scanner, pgx formats the binary UUID as
