@@ -395,6 +395,9 @@ func TestRefusedConfigurationPausesAndChargesNothing(t *testing.T) {
 	}
 	defer stop(t, r)
 	eventually(t, "two refusals", func() bool { return r.Stats().Refusals >= 2 })
+	// A refusal is counted when its batch ends and logged after, by the
+	// worker that met it: wait for both lines.
+	eventually(t, "two refusals logged", func() bool { return len(logs.Lines("refused the relay's configuration")) >= 2 })
 	if n := chargedAttempts(s); n != 0 {
 		t.Fatalf("refusals charged %d attempts", n)
 	}
