@@ -72,14 +72,14 @@ func wantVersions(t *testing.T, vs []postgres.SchemaVersion, schema string, outb
 	}
 }
 
-// The latest versions: the outbox table's 4 (1, the schema as it was
+// The latest versions: the outbox table's 5 (1, the schema as it was
 // before versioning; 2, the enqueue function; 3, the dead list's index; 4,
-// the delayed rows' index), the inbox table's 1.
+// the delayed rows' index; 5, keys compared as bytes), the inbox table's 1.
 // TestMigrateUpgradeFromUnversioned takes a version-1 table with events to
 // the latest.
 func TestLatestVersion(t *testing.T) {
-	if o, i := latest(t); o != 4 || i != 1 {
-		t.Fatalf("latest versions: outbox %d, inbox %d; want 4 and 1 (or a new upgrade test)", o, i)
+	if o, i := latest(t); o != 5 || i != 1 {
+		t.Fatalf("latest versions: outbox %d, inbox %d; want 5 and 1 (or a new upgrade test)", o, i)
 	}
 }
 
@@ -117,13 +117,14 @@ func TestMigrateIsIdempotent(t *testing.T) {
 func TestMigrateOneTable(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
+	lo, li := latest(t)
 	for _, c := range []struct {
 		name           string
 		migrate        func(*postgres.DB) error
 		outboxV, inbox int
 	}{
-		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, 4, 0},
-		{"inbox", func(db *postgres.DB) error { return db.Inbox().Migrate(ctx) }, 0, 1},
+		{"store", func(db *postgres.DB) error { return db.Store().Migrate(ctx) }, lo, 0},
+		{"inbox", func(db *postgres.DB) error { return db.Inbox().Migrate(ctx) }, 0, li},
 	} {
 		schema := pgtest.Schema(t, pool)
 		db, err := postgres.New(pool, &postgres.Config{Schema: schema})
@@ -192,6 +193,9 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		if fn := enqueueFn(t, b.pool, b.cfg.Schema); fn {
 			t.Error("MigrateDown(1) left the enqueue function")
 		}
+		if c := keyCollation(t, b.pool, b.cfg.Schema); c != "default" {
+			t.Errorf("after MigrateDown(1) keys compare under collation %q, want the database's (default)", c)
+		}
 		if err := db.MigrateDown(ctx, 0); err != nil {
 			t.Fatalf("MigrateDown(0): %v", err)
 		}
@@ -209,6 +213,9 @@ func TestMigrateDownRoundTrip(t *testing.T) {
 		wantVersions(t, versions(t, db), b.cfg.Schema, lo, li)
 		if fn := enqueueFn(t, b.pool, b.cfg.Schema); !fn {
 			t.Error("Migrate after MigrateDown made no enqueue function")
+		}
+		if c := keyCollation(t, b.pool, b.cfg.Schema); c != "C" {
+			t.Errorf("after Migrate keys compare under collation %q, want C", c)
 		}
 	}
 	for _, to := range []int{-1, 3} {
@@ -321,6 +328,9 @@ func TestMigrateUpgradeFromUnversioned(t *testing.T) {
 	}
 	if after := rows(); after != before {
 		t.Fatalf("Migrate changed the rows:\nbefore %s\nafter  %s", before, after)
+	}
+	if c := keyCollation(t, pool, schema); c != "C" {
+		t.Errorf("after the upgrade keys compare under collation %q, want C", c)
 	}
 
 	b := bundle{pool: pool, pg: db, store: db.Store()}
@@ -496,4 +506,17 @@ func enqueueFn(t *testing.T, pool *pgxpool.Pool, schema string) bool {
 		t.Fatal(err)
 	}
 	return ok
+}
+
+// keyCollation is the collation the outbox table's key column compares
+// under: "default" for the database's own.
+func keyCollation(t *testing.T, pool *pgxpool.Pool, schema string) string {
+	t.Helper()
+	var c string
+	if err := pool.QueryRow(context.Background(), `SELECT c.collname FROM pg_attribute a
+		JOIN pg_collation c ON c.oid = a.attcollation
+		WHERE a.attrelid = to_regclass($1) AND a.attname = 'key'`, `"`+schema+`".messages`).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,0 +1,15 @@
+-- Keys compare byte by byte (the "C" collation), whatever the database's
+-- own collation. A key is an identifier, not text to sort for people: the
+-- relay needs only some order of keys to walk them, one step per key (the
+-- next key after the last one), and under the database's collation every
+-- step compared as the locale does. A claim that takes 250 keys' heads
+-- costs PostgreSQL 28.1 M instructions under ICU's en-US, 20.5 M under
+-- C.UTF-8 and 18.9 M under "C". Bytes are also the order in which the
+-- relay's key cursor compares keys, and in which MySQL's table (utf8mb4_bin)
+-- and SQLite's compare them.
+--
+-- The table is not rewritten, but the two pending indexes are rebuilt: a
+-- read of the whole table under its exclusive lock, which writers wait
+-- for (0.2 s for a million rows on a test machine). Run again, it
+-- rebuilds them again and changes nothing else.
+ALTER TABLE "{{.Schema}}"."{{.Table}}" ALTER COLUMN key TYPE text COLLATE "C";
