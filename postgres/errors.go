@@ -17,8 +17,10 @@ func isSchemaMissing(err error) bool {
 }
 
 // isLockNotAvailable reports whether err is PostgreSQL's
-// lock_not_available: a row locked with NOWAIT was held.
+// lock_not_available: a row locked with NOWAIT was held, or a lock was
+// waited for longer than lock_timeout. The error may come from pgx or from
+// any database/sql driver whose errors tell their SQLSTATE (lib/pq's do).
 func isLockNotAvailable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+	var st interface{ SQLState() string }
+	return errors.As(err, &st) && st.SQLState() == "55P03"
 }
