@@ -6,6 +6,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/sqlkit"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -20,6 +21,9 @@ type DB struct {
 	store *Store
 	inbox *Inbox
 	migs  []tableMigrations // the outbox table's, then the inbox table's
+	// tableLock is how long each statement of a migration waits for a
+	// table, and how often it is tried (see runStep).
+	tableLock sqlkit.TableLock
 	// The write side's statements, built once.
 	table, keysTable string
 	insert1, lock1   string // for one row and one key, the common case
@@ -45,7 +49,7 @@ func New(db *sql.DB, cfg *Config) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &DB{db: db, cfg: c, migs: migs, table: c.quotedTable(), keysTable: c.quotedKeysTable()}
+	d := &DB{db: db, cfg: c, migs: migs, table: c.quotedTable(), keysTable: c.quotedKeysTable(), tableLock: sqlkit.DefaultTableLock}
 	d.insert1, d.lock1 = insertSQL(d.table, 1), keyLockSQL(d.keysTable, 1)
 	d.store = newStore(d)
 	d.inbox = newInbox(d)

@@ -170,7 +170,7 @@ func (d *DB) migrate(ctx context.Context, tables []tableMigrations) error {
 				d.cfg.Logger.Warn("table is recorded in the version table but missing; creating it again", "table", t.table)
 			}
 			for _, m := range sqlkit.Pending(t.ms, cur) {
-				if err := run(ctx, conn, m.Up); err != nil {
+				if err := d.run(ctx, conn, m.Up); err != nil {
 					return fmt.Errorf("%s version %d (%s): %w", t.table, m.Version, m.Name, err)
 				}
 				if err := d.record(ctx, conn, t.table, m.Version); err != nil {
@@ -207,7 +207,7 @@ func (d *DB) MigrateDown(ctx context.Context, to int) error {
 			}
 			for v := cur; v > to; v-- {
 				m := t.ms[v-1]
-				if err := run(ctx, conn, m.Down); err != nil {
+				if err := d.run(ctx, conn, m.Down); err != nil {
 					return fmt.Errorf("%s down from version %d (%s): %w", t.table, m.Version, m.Name, err)
 				}
 				if err := d.record(ctx, conn, t.table, v-1); err != nil {
@@ -318,6 +318,18 @@ func (d *DB) locked(ctx context.Context, f func(conn *sql.Conn) error) error {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
+	// The session's lock wait, for the migration's statements only: the
+	// connection goes back to the pool afterwards.
+	if _, err := conn.ExecContext(ctx, `SET SESSION lock_wait_timeout = ?`, max(1, int64(d.tableLock.Timeout/time.Second))); err != nil {
+		return fmt.Errorf("lock wait: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, `SET SESSION lock_wait_timeout = DEFAULT`); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	if _, err := conn.ExecContext(ctx, versionTableSQL()); err != nil {
 		return fmt.Errorf("version table: %w", err)
 	}
@@ -325,10 +337,17 @@ func (d *DB) locked(ctx context.Context, f func(conn *sql.Conn) error) error {
 }
 
 // run runs a migration script statement by statement: the driver sends one
-// statement at a time unless the DSN enables multiStatements.
-func run(ctx context.Context, conn *sql.Conn, script string) error {
+// statement at a time unless the DSN enables multiStatements. A statement
+// whose table another transaction holds waits for it d.tableLock.Timeout a
+// try (the session's lock_wait_timeout, see locked), and is tried again:
+// a statement that timed out waiting changed nothing, and meanwhile the
+// application's writes, queued behind it, go through.
+func (d *DB) run(ctx context.Context, conn *sql.Conn, script string) error {
 	for _, q := range statements(script) {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
+		if err := d.tableLock.Retry(ctx, d.cfg.Logger, isLockWaitTimeout, func() error {
+			_, err := conn.ExecContext(ctx, q)
+			return err
+		}); err != nil {
 			return err
 		}
 	}

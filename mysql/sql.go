@@ -141,13 +141,21 @@ func (u utcTime) parse(s string) error {
 
 // Server error numbers.
 const (
-	erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+	erNoSuchTable     = 1146 // ER_NO_SUCH_TABLE
+	erLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT: a table's metadata lock or a row lock
 )
 
 // isSchemaMissing reports whether err says a table does not exist.
 func isSchemaMissing(err error) bool {
 	var myErr *mysql.MySQLError
 	return errors.As(err, &myErr) && myErr.Number == erNoSuchTable
+}
+
+// isLockWaitTimeout reports whether err says a lock was waited for longer
+// than the session allows (lock_wait_timeout, innodb_lock_wait_timeout).
+func isLockWaitTimeout(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == erLockWaitTimeout
 }
 
 // wrap names the operation and turns a missing table into

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,29 +93,8 @@ type migrator struct {
 	schemaLock    int64
 	outbox, inbox *migTable
 	versionsDDL   string
-	tableLock     tableLock
+	tableLock     sqlkit.TableLock // for each try of a migration (see inTx)
 }
-
-// tableLock is how long a migration waits for a table it changes, and how
-// often it tries. A step that changes a table (an index built, a column
-// altered) waits for every transaction using the table to end, and every
-// writer that comes after waits behind it: one long transaction (a report,
-// a session left idle in a transaction) would stop the application's
-// writes for as long as it lasts. So each try waits at most timeout
-// (PostgreSQL's lock_timeout), then rolls back, lets the writers through,
-// and tries again after a pause; after tries tries, Migrate fails, naming
-// the table.
-type tableLock struct {
-	timeout time.Duration
-	tries   int
-	pause   func(try int) time.Duration // before try 2, 3, …
-}
-
-// defaultTableLock waits 2 s a try, 8 tries, pausing 1, 2, 4, 8, 10, 10 and
-// 10 s between them: under a minute in all.
-var defaultTableLock = tableLock{timeout: 2 * time.Second, tries: 8, pause: func(try int) time.Duration {
-	return min(time.Second<<(try-2), 10*time.Second)
-}}
 
 // migTable is one table's migrations.
 type migTable struct {
@@ -150,7 +128,7 @@ func newMigrator(c Config) (*migrator, error) {
 		return nil, err
 	}
 	return &migrator{cfg: c, nm: nm, schemaLock: lockKey("outbox-migrate-schema:" + c.Schema), outbox: ob, inbox: ib,
-		tableLock: defaultTableLock,
+		tableLock: sqlkit.DefaultTableLock,
 		versionsDDL: `CREATE TABLE IF NOT EXISTS ` + nm.versions + ` (
     table_name text        PRIMARY KEY,
     version    integer     NOT NULL,
@@ -318,30 +296,13 @@ func (m *migrator) record(ctx context.Context, tx migTx, t *migTable, v int) err
 // inTx runs fn in a transaction that holds the schema's advisory lock and
 // the old per-table locks of ts (none: no lock), in that order, and commits.
 // With ts, fn changes tables: each try waits for a table at most
-// m.tableLock.timeout, and a try that timed out is made again.
+// m.tableLock.Timeout, and a try that timed out is made again (see
+// sqlkit.TableLock).
 func (m *migrator) inTx(ctx context.Context, begin beginFunc, op string, ts []*migTable, fn func(migTx) error) error {
 	if ts == nil {
 		return m.try(ctx, begin, op, ts, fn)
 	}
-	tl := m.tableLock
-	for try := 1; ; try++ {
-		err := m.try(ctx, begin, op, ts, fn)
-		if !isLockNotAvailable(err) {
-			return err
-		}
-		if try == tl.tries {
-			return fmt.Errorf("%w (%d tries of %s each: a transaction holds the table, and writers would wait behind the migration as long as it does; see pg_stat_activity, then run the migration again)",
-				err, tl.tries, tl.timeout)
-		}
-		pause := tl.pause(try + 1)
-		m.cfg.Logger.Warn("postgres: a table to migrate is in use by another transaction; trying again",
-			"op", op, "try", try, "of", tl.tries, "next_in", pause, "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("postgres: %s: %w (while waiting to try again after: %v)", op, ctx.Err(), err)
-		case <-time.After(pause):
-		}
-	}
+	return m.tableLock.Retry(ctx, m.cfg.Logger, isLockNotAvailable, func() error { return m.try(ctx, begin, op, ts, fn) })
 }
 
 // try is one try of inTx.
@@ -372,7 +333,7 @@ func (m *migrator) try(ctx context.Context, begin beginFunc, op string, ts []*mi
 		}
 		// After the advisory locks: another process's migration is waited
 		// for as long as it takes.
-		timeout := strconv.FormatInt(max(1, m.tableLock.timeout.Milliseconds()), 10)
+		timeout := strconv.FormatInt(max(1, m.tableLock.Timeout.Milliseconds()), 10)
 		if err := tx.exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, timeout); err != nil {
 			return err
 		}

@@ -17,7 +17,10 @@ func newMigrate(g *globals) *cobra.Command {
 		Long: `migrate brings the outbox table and the inbox table to the latest schema
 version: it applies, in order and under a lock, the numbered migrations
 newer than the version the database records. It is safe to run again and
-from several processes at once. On SQLite it creates the database file if
+from several processes at once. On PostgreSQL and MySQL a step that
+changes a table another transaction is using waits for it 2 s at a time,
+letting the application's writes through in between, for about a minute;
+then it fails, naming the table. On SQLite it creates the database file if
 need be: the only command that does.
 
 With --print it connects to nothing and prints the SQL instead, for teams
