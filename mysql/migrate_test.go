@@ -50,6 +50,17 @@ func newDB(t *testing.T, db *sql.DB, cfg *mysql.Config) *mysql.DB {
 	return d
 }
 
+// migrated returns a database of the test's own with both tables migrated.
+func migrated(t *testing.T) (*sql.DB, *mysql.DB) {
+	t.Helper()
+	db := mysqltest.Open(t)
+	d := newDB(t, db, nil)
+	if err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db, d
+}
+
 func wantVersions(t *testing.T, d *mysql.DB, want ...string) {
 	t.Helper()
 	if got := versions(t, d); !reflect.DeepEqual(got, want) {
@@ -117,12 +128,8 @@ func TestConcurrentMigrates(t *testing.T) {
 // makes them again, empty and working.
 func TestMigrateDownRoundTrip(t *testing.T) {
 	t.Parallel()
-	db := mysqltest.Open(t)
+	db, d := migrated(t)
 	ctx := context.Background()
-	d := newDB(t, db, nil)
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	ob := outbox.New(d, nil)
 	enqueueOne := func() uuid.UUID {
 		t.Helper()
@@ -570,12 +577,8 @@ func TestMigrateRemakesADroppedTable(t *testing.T) {
 // transaction ends, the next try applies the step.
 func TestMigrateLetsWritersThroughWhileTheTableIsBusy(t *testing.T) {
 	t.Parallel()
-	db := mysqltest.Open(t)
+	db, d := migrated(t)
 	ctx := context.Background()
-	d := newDB(t, db, nil)
-	if err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// The outbox table at version 2: step 003 taken down by hand.
 	ms, err := mysql.Migrations(nil)
 	if err != nil {
