@@ -140,6 +140,12 @@ func (d *DB) inboxTables() []tableMigrations  { return d.migs[1:] }
 // halfway stays half applied, its version not recorded; the migrations are
 // written so that running them again completes them (CREATE TABLE IF NOT
 // EXISTS, DROP TABLE IF EXISTS).
+//
+// A statement that changes a table another transaction is using waits for
+// it 2 s a try (the session's lock_wait_timeout), so that the
+// application's writes are never held behind it for longer, and is tried
+// again, eight times in about a minute, before Migrate fails naming the
+// table.
 func (d *DB) Migrate(ctx context.Context) error {
 	return d.migrate(ctx, d.migs)
 }

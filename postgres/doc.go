@@ -41,7 +41,11 @@
 // applied_at). Migrate applies the pending ones in order in one
 // transaction, under an advisory lock, so processes that start together
 // take turns and the later ones find nothing to do; a table created before
-// versioning is version 1. MigrateDown goes back, SchemaVersions reports.
+// versioning is version 1. A table another transaction is using is waited
+// for 2 s a try (lock_timeout), so that the application's writes are never
+// held behind the migration for longer; the transaction is then rolled
+// back and tried again, eight times in about a minute, before Migrate
+// fails naming the table. MigrateDown goes back, SchemaVersions reports.
 // SchemaSQL is the whole schema as one script (`outbox migrate --print`);
 // the directory migrations/ holds each step as a plain SQL file for the
 // default names, for goose, golang-migrate or atlas.
