@@ -302,7 +302,41 @@ func (m *migrator) inTx(ctx context.Context, begin beginFunc, op string, ts []*m
 	if ts == nil {
 		return m.try(ctx, begin, op, ts, fn)
 	}
-	return m.tableLock.Retry(ctx, m.cfg.Logger, isLockNotAvailable, func() error { return m.try(ctx, begin, op, ts, fn) })
+	err := m.tableLock.Retry(ctx, m.cfg.Logger, isLockNotAvailable, func() error { return m.try(ctx, begin, op, ts, fn) })
+	if isLockNotAvailable(err) {
+		if h := m.holders(ctx, begin, ts); h != "" {
+			err = fmt.Errorf("%w; %s", err, h)
+		}
+	}
+	return err
+}
+
+// holders says which other sessions hold locks on ts now, for the error of
+// a migration that could not lock them: their pids, users, applications,
+// states and since when, never their statements (which may hold secrets).
+// Best effort: "" when it cannot tell.
+func (m *migrator) holders(ctx context.Context, begin beginFunc, ts []*migTable) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.qualified
+	}
+	tx, err := begin(ctx)
+	if err != nil {
+		return ""
+	}
+	defer tx.rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	var h string
+	if err := tx.scan(ctx, `SELECT coalesce(string_agg(format('pid %s (%s%s%s, %s since %s)',
+			a.pid, a.backend_type, coalesce(', user ' || a.usename, ''),
+			CASE WHEN a.application_name <> '' THEN format(', application %L', a.application_name) ELSE '' END,
+			coalesce(a.state, 'running'), to_char(coalesce(a.xact_start, a.backend_start) AT TIME ZONE 'UTC', 'HH24:MI:SS"Z"')),
+			', ' ORDER BY a.pid), '')
+		FROM pg_stat_activity a
+		WHERE a.pid <> pg_backend_pid() AND a.pid IN (SELECT l.pid FROM pg_locks l
+			WHERE l.granted AND l.relation IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n))`, []any{names}, &h); err != nil || h == "" {
+		return ""
+	}
+	return "held now by " + h
 }
 
 // try is one try of inTx.

@@ -556,7 +556,8 @@ func TestMigrateLetsWritersThroughWhileTheTableIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Rollback(ctx) //nolint:errcheck
-	if _, err = reader.Exec(ctx, `SELECT count(*) FROM "`+b.cfg.Schema+`".messages`); err != nil {
+	var readerPID int
+	if err = reader.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT count(*) FROM "`+b.cfg.Schema+`".messages) AS c`).Scan(&readerPID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -567,8 +568,9 @@ func TestMigrateLetsWritersThroughWhileTheTableIsBusy(t *testing.T) {
 	waitFor(t, "the migration to wait for the table", func() bool { return migrationWaits(t, b) })
 	enqueueWithin(t, b, "an enqueue while the migration waits")
 	err = <-done
-	if !postgres.IsLockNotAvailable(err) || !strings.Contains(err.Error(), "3 tries of 100ms") || !strings.Contains(err.Error(), table) {
-		t.Fatalf("Migrate with the table held = %v, want lock_not_available after 3 tries, naming %s", err, table)
+	if !postgres.IsLockNotAvailable(err) || !strings.Contains(err.Error(), "3 tries of 100ms") || !strings.Contains(err.Error(), table) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("held now by pid %d (client backend, user ", readerPID)) {
+		t.Fatalf("Migrate with the table held = %v, want lock_not_available after 3 tries, naming %s and the reader (pid %d)", err, table, readerPID)
 	}
 	wantVersions(t, versions(t, b.pg), b.cfg.Schema, 4, 1)
 
