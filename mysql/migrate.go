@@ -350,14 +350,38 @@ func (d *DB) locked(ctx context.Context, f func(conn *sql.Conn) error) error {
 // application's writes, queued behind it, go through.
 func (d *DB) run(ctx context.Context, conn *sql.Conn, script string) error {
 	for _, q := range statements(script) {
-		if err := d.tableLock.Retry(ctx, d.cfg.Logger, isLockWaitTimeout, func() error {
+		err := d.tableLock.Retry(ctx, d.cfg.Logger, isLockWaitTimeout, func() error {
 			_, err := conn.ExecContext(ctx, q)
 			return err
-		}); err != nil {
+		})
+		if isLockWaitTimeout(err) {
+			if o := openTransactions(ctx, conn); o != "" {
+				err = fmt.Errorf("%w; %s", err, o)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// openTransactions lists the other sessions with a transaction open now,
+// oldest first, for the error of a migration that could not lock a table:
+// one of them holds it (neither server tells which without a plugin or
+// the performance schema). Ids, users, commands and how long, never
+// statements (which may hold secrets). Best effort: "" when it cannot
+// tell.
+func openTransactions(ctx context.Context, conn *sql.Conn) string {
+	var list sql.NullString
+	if err := conn.QueryRowContext(ctx, `SELECT GROUP_CONCAT(CONCAT('id ', t.trx_mysql_thread_id, ' (user ', p.user, ', ',
+			p.command, ', open for ', TIMESTAMPDIFF(SECOND, t.trx_started, NOW()), 's)')
+			ORDER BY t.trx_started SEPARATOR ', ')
+		FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+		WHERE t.trx_mysql_thread_id <> CONNECTION_ID()`).Scan(&list); err != nil || !list.Valid {
+		return ""
+	}
+	return "transactions open now: " + list.String
 }
 
 // statements splits a script of ours into its statements: each ends with

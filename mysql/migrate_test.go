@@ -600,8 +600,8 @@ func TestMigrateLetsWritersThroughWhileTheTableIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Rollback() //nolint:errcheck
-	var n int
-	if err := reader.QueryRowContext(ctx, "SELECT COUNT(*) FROM outbox_messages").Scan(&n); err != nil {
+	var n, readerID int
+	if err := reader.QueryRowContext(ctx, "SELECT COUNT(*), CONNECTION_ID() FROM outbox_messages").Scan(&n, &readerID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -613,8 +613,9 @@ func TestMigrateLetsWritersThroughWhileTheTableIsBusy(t *testing.T) {
 	enqueueWithin(t, db, d, "an enqueue while the migration waits")
 	err = <-done
 	if err == nil || !strings.Contains(err.Error(), "Lock wait timeout") || !strings.Contains(err.Error(), "2 tries of 1s") ||
-		!strings.Contains(err.Error(), "outbox_messages version 3") {
-		t.Fatalf("Migrate with the table held = %v, want a lock wait timeout after 2 tries, naming outbox_messages version 3", err)
+		!strings.Contains(err.Error(), "outbox_messages version 3") || !strings.Contains(err.Error(), fmt.Sprintf("id %d (user ", readerID)) {
+		t.Fatalf("Migrate with the table held = %v, want a lock wait timeout after 2 tries, naming outbox_messages version 3 and the reader (id %d)",
+			err, readerID)
 	}
 	if vs := versions(t, d); !strings.HasPrefix(vs[0], "outbox_messages 2/3 ") {
 		t.Fatalf("after the failed Migrate: %v, want the outbox table at version 2", vs)
