@@ -72,7 +72,10 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			return other.Store()
-		}}
+		},
+			StepBack:       func(context.Context) error { stepBack(t, b.db); return nil },
+			MigrationWaits: func(ctx context.Context) (bool, error) { return metadataLockWaits(ctx, b.db) },
+		}
 	})
 }
 

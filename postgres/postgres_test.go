@@ -76,7 +76,10 @@ func TestConformancePgx(t *testing.T) {
 				t.Fatal(err)
 			}
 			return other.Store()
-		}}
+		},
+			StepBack:       func(ctx context.Context) error { return stepBack(ctx, b) },
+			MigrationWaits: func(ctx context.Context) (bool, error) { return migrationWaits(ctx, b) },
+		}
 	})
 }
 

@@ -26,6 +26,13 @@ type Harness struct {
 	// another process has (its own key cursor, say). Optional: with nil,
 	// the cases that race relays run them all on Store.
 	Open func(t *testing.T) stores.Store
+	// StepBack takes the outbox table back one migration step that changes
+	// the table (an index built, a column altered), so that Store.Migrate
+	// has it to apply; MigrationWaits reports whether a session waits for
+	// a lock on the table. Optional, both or neither: nil skips the case,
+	// for a backend whose migrations never wait behind a writer.
+	StepBack       func(ctx context.Context) error
+	MigrationWaits func(ctx context.Context) (bool, error)
 }
 
 // Tx is an open writer transaction.
@@ -88,6 +95,7 @@ func Run(t *testing.T, setup func(t *testing.T) Harness) {
 		{"HostileRoundTrip", testHostileRoundTrip},
 		{"HostileBlocked", testHostileBlocked},
 		{"EnqueueRefusesNUL", testEnqueueRefusesNUL},
+		{"MigrateLetsWritersThrough", testMigrateLetsWritersThrough},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
