@@ -3,9 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,6 +161,83 @@ func TestQuickMySQL(t *testing.T) {
 	}
 	if _, err := Run(ctx, Options{DatabaseURL: o.DatabaseURL, NatsURL: o.NatsURL, Quick: true, Only: []string{"write"}, Out: io.Discard}); err == nil {
 		t.Error("the write workload ran on MySQL")
+	}
+}
+
+// TestQuickRounds runs the drain twice (-rounds 2): each round's cells
+// are set against the same round's, and the goals are judged on the
+// median of the rounds. Without PostgreSQL or NATS JetStream it skips,
+// unless CI=true, where it fails.
+func TestQuickRounds(t *testing.T) {
+	o := Options{
+		DatabaseURL: getenv("OUTBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"),
+		NatsURL:     getenv("OUTBOX_TEST_NATS_URL", "nats://127.0.0.1:4222"),
+		Quick:       true,
+		Only:        []string{"limits", "drain"},
+		Rounds:      2,
+		OutDir:      t.TempDir(),
+		Out:         testWriter{t, new([]byte)},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every cell once a round, named and numbered by its round.
+	perRound := map[int]int{}
+	rate := map[string]float64{} // events/s by case, round included
+	for _, r := range rep.Results {
+		round := int(num(r.Params["round"]))
+		perRound[round]++
+		if want := fmt.Sprintf(" (round %d)", round); !strings.HasSuffix(r.Case, want) {
+			t.Errorf("%q: not named by its round %d", r.Case, round)
+		}
+		rate[r.Case] = r.Metrics["events_per_s"]
+	}
+	if want := map[int]int{1: 10, 2: 10}; !maps.Equal(perRound, want) {
+		t.Errorf("results per round: %v, want %v", perRound, want)
+	}
+	// An ordered drain is set against its own round's unordered twin.
+	for _, r := range rep.Results {
+		if r.Workload != "drain" || r.Params["unordered"] != false || !strings.HasPrefix(r.Case, "outbox relay, ") {
+			continue
+		}
+		twin := strings.Replace(r.Case, "ordered", "unordered", 1)
+		if want := r.Metrics["events_per_s"] / rate[twin]; math.Abs(r.Metrics["x_unordered"]-want) > 1e-9 {
+			t.Errorf("%s: × unordered %.4f, want %.4f (its round's twin, %q)", r.Case, r.Metrics["x_unordered"], want, twin)
+		}
+	}
+	// The drain's goals, each with both rounds' values and their median.
+	if len(rep.Goals) != 3 {
+		t.Fatalf("goals %+v, want the drain's three", rep.Goals)
+	}
+	for _, g := range rep.Goals {
+		if len(g.Rounds) != 2 || math.Abs(g.Value-(g.Rounds[0]+g.Rounds[1])/2) > 1e-9 {
+			t.Errorf("%s: %.4f over rounds %v, want their mean", g.Goal, g.Value, g.Rounds)
+		}
+	}
+	var table bytes.Buffer
+	WriteTable(&table, rep)
+	if !strings.Contains(table.String(), "### Issue 15's goals (the median of 2 rounds' worst cells)") {
+		t.Errorf("no goals table over rounds in:\n%s", table.String())
+	}
+	b, err := os.ReadFile(filepath.Join(o.OutDir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Goals) != 3 || len(back.Goals[0].Rounds) != 2 || num(back.Options["rounds"]) != 2 {
+		t.Errorf("results.json: goals %+v, options %v: want the three goals over 2 rounds", back.Goals, back.Options)
 	}
 }
 
