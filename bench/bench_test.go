@@ -32,14 +32,7 @@ func TestQuick(t *testing.T) {
 		OutDir:       t.TempDir(),
 		Out:          testWriter{t, new([]byte)},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
+	ctx := reachable(t, o)
 	rep, err := Run(ctx, o)
 	if errors.Is(err, ErrUnreachable) {
 		t.Fatal(err)
@@ -114,14 +107,7 @@ func TestQuickMySQL(t *testing.T) {
 		Quick:       true,
 		Out:         testWriter{t, new([]byte)},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
+	ctx := reachable(t, o)
 	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -178,14 +164,7 @@ func TestQuickRounds(t *testing.T) {
 		OutDir:      t.TempDir(),
 		Out:         testWriter{t, new([]byte)},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
-		}
-		t.Skipf("skipping: %v", err)
-	}
+	ctx := reachable(t, o)
 	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +218,22 @@ func TestQuickRounds(t *testing.T) {
 	if len(back.Goals) != 3 || len(back.Goals[0].Rounds) != 2 || num(back.Options["rounds"]) != 2 {
 		t.Errorf("results.json: goals %+v, options %v: want the three goals over 2 rounds", back.Goals, back.Options)
 	}
+}
+
+// reachable returns a context for a quick run of o, bounded to ten
+// minutes; without o's database or NATS JetStream it skips the test,
+// saying which, unless CI=true, where it fails.
+func reachable(t *testing.T, o Options) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	if err := Ping(ctx, o.DatabaseURL, o.NatsURL); err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatalf("%v (CI=true, so this fails instead of skipping)", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	return ctx
 }
 
 func getenv(k, def string) string {
