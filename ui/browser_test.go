@@ -133,6 +133,17 @@ func click(t *testing.T, ctx context.Context, selector string) {
 	}
 }
 
+// fill sets the value of the input selector names, found and set in one
+// step in the page, for the reason click gives: a node the browser found
+// in one call (as chromedp.SetValue finds it) can be gone at the next,
+// and setting it then fails with "No node with given id found".
+func fill(t *testing.T, ctx context.Context, selector, value string) {
+	t.Helper()
+	if !eval[bool](t, ctx, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (e) e.value = %q; return !!e; })()`, selector, value)) {
+		t.Fatalf("nothing to fill: no %s in the page", selector)
+	}
+}
+
 // waitText waits until the element selector names shows want (the page
 // updates itself, or a submitted form loads the next one).
 func waitText(t *testing.T, ctx context.Context, selector, want string) {

@@ -64,13 +64,13 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Search: by event ID, then by key.
 	id := s.pending[2].ID.String()
-	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), id))
+	fill(t, ctx, "#q", id)
 	click(t, ctx, "#search")
 	waitCount(t, ctx, fmt.Sprintf(`tr.found[data-id=%q]`, id), 1)
 	if n := count(t, ctx, "tr.found"); n != 1 {
 		t.Errorf("search by ID found %d events, want 1", n)
 	}
-	run(t, ctx, chromedp.SetValue(chromedp.CSS("#q"), blockedKey))
+	fill(t, ctx, "#q", blockedKey)
 	click(t, ctx, "#search")
 	waitCount(t, ctx, fmt.Sprintf(`tr.found[data-id=%q]`, s.behind.ID), 1)
 	if n := count(t, ctx, "tr.found"); n != 2 {
