@@ -107,9 +107,19 @@ type cdcProc struct {
 // relay again (systemd's RestartSec).
 const cdcRestartDelay = 200 * time.Millisecond
 
+// start starts the slot's process; one the slot still holds is killed
+// first, so that a kill and a start racing from two goroutines (the
+// killer's and the test's) cannot leave a process behind.
 func (p *cdcProc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("start a CDC relay: its slot is closed")
+	}
+	if p.cmd != nil {
+		_ = p.cmd.Process.Kill()
+		<-p.done // closed before its supervisor takes the lock
+	}
 	return p.startLocked()
 }
 
@@ -117,13 +127,13 @@ func (p *cdcProc) startLocked() error {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = slices.Concat(p.env, []string{envHelper + "=cdc"})
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	if err := cmd.Start(); err != nil {
+	if err := helpers.start(cmd, "cdc"); err != nil {
 		return err
 	}
 	done := make(chan struct{})
 	p.cmd, p.done = cmd, done
 	go func() {
-		_ = cmd.Wait()
+		helpers.wait(cmd)
 		close(done)
 		time.Sleep(cdcRestartDelay)
 		p.mu.Lock()

@@ -41,7 +41,12 @@ const (
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv(envHelper); mode {
 	case "":
-		os.Exit(m.Run())
+		code := m.Run()
+		if alive := helpers.outlived(); alive != "" {
+			fmt.Fprintln(os.Stderr, "FAIL: helper processes outlived the tests that started them (killed now):", alive)
+			code = 1
+		}
+		os.Exit(code)
 	case "inbox":
 		os.Exit(helperExit(inboxProcess()))
 	case "cdc":
