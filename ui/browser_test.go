@@ -163,12 +163,19 @@ func waitCount(t *testing.T, ctx context.Context, selector string, n int) {
 // next poll asks the new page.
 func waitEval[T comparable](t *testing.T, ctx context.Context, what, expr string, want T) {
 	t.Helper()
+	waitEvalUntil(t, ctx, what, expr, func(got T) bool { return got == want })
+}
+
+// waitEvalUntil waits until expr, evaluated in the page, gives a value
+// that ok accepts; an evaluation that fails counts as not yet.
+func waitEvalUntil[T any](t *testing.T, ctx context.Context, what, expr string, ok func(T) bool) {
+	t.Helper()
 	eventually(t, what, func() (bool, string) {
 		got, err := within(ctx, chromedp.Evaluate[T](expr), tryFor)
 		if err != nil {
 			return false, err.Error()
 		}
-		return got == want, fmt.Sprintf("%#v", got)
+		return ok(got), fmt.Sprintf("%#v", got)
 	})
 }
 

@@ -116,13 +116,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// The row may first come from a sample taken between the connection
 	// and its BEGIN, with no claim yet: wait for the claim's age.
-	eventually(t, "the relay seen holding a claim shows its claim's age", func() (bool, string) {
-		got, err := within(ctx, chromedp.Evaluate[string](textOf(seen+" td.claim")), tryFor)
-		if err != nil {
-			return false, err.Error()
-		}
-		return got != "–" && got != "", fmt.Sprintf("%q", got)
-	})
+	waitEvalUntil(t, ctx, "the relay seen holding a claim shows its claim's age", textOf(seen+" td.claim"),
+		func(got string) bool { return got != "–" && got != "" })
 	_ = tx.Rollback(context.Background())
 	_ = conn.Close(context.Background())
 	waitCount(t, ctx, seen, 0)
