@@ -113,44 +113,48 @@ type latencyLane struct {
 // broker's ack, and when the consumer received it (the latency). With the
 // writers' commits before, they split an event's latency into the wake-up
 // and claim, the publish, and the delivery. It also keeps when each event
-// was first acknowledged, for its Commit() returned → ack latency.
+// was first handed over and first acknowledged, for the spans from its
+// Commit() returning (see between).
 type stages struct {
 	mu                    sync.Mutex
 	sent, acked, received []time.Duration
-	ackedAt               map[int64]time.Time // by scheduled send (Unix ns), the first ack
+	sentAt, ackedAt       map[int64]time.Time // by scheduled send (Unix ns), the first
 }
 
-func (s *stages) send(sched string, at time.Time)    { s.add(&s.sent, sched, at, false) }
-func (s *stages) ack(sched string, at time.Time)     { s.add(&s.acked, sched, at, true) }
-func (s *stages) receive(sched string, at time.Time) { s.add(&s.received, sched, at, false) }
+func (s *stages) send(sched string, at time.Time)    { s.add(&s.sent, &s.sentAt, sched, at) }
+func (s *stages) ack(sched string, at time.Time)     { s.add(&s.acked, &s.ackedAt, sched, at) }
+func (s *stages) receive(sched string, at time.Time) { s.add(&s.received, nil, sched, at) }
 
-func (s *stages) add(into *[]time.Duration, sched string, at time.Time, ack bool) {
+func (s *stages) add(into *[]time.Duration, first *map[int64]time.Time, sched string, at time.Time) {
 	ns, err := strconv.ParseInt(sched, 10, 64)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	*into = append(*into, at.Sub(time.Unix(0, ns)))
-	if ack {
-		if s.ackedAt == nil {
-			s.ackedAt = map[int64]time.Time{}
+	if first != nil {
+		if *first == nil {
+			*first = map[int64]time.Time{}
 		}
-		if _, seen := s.ackedAt[ns]; !seen {
-			s.ackedAt[ns] = at
+		if _, seen := (*first)[ns]; !seen {
+			(*first)[ns] = at
 		}
 	}
 	s.mu.Unlock()
 }
 
-// commitToAck is issue 15's latency: for each event acknowledged, the time
-// from its writer's Commit() returning to the relay learning of the
-// broker's ack. The relay may publish an event before its writer sees the
-// commit return (the server made it visible first): those count as zero,
-// and early says how many there were.
-func commitToAck(committed, acked map[int64]time.Time) (ds []time.Duration, early int) {
-	ds = make([]time.Duration, 0, len(acked))
-	for sched, a := range acked {
-		c, ok := committed[sched]
+// between is, for each event in both from and to (by scheduled send), the
+// time from its from to its to: from the writer's Commit() returning to
+// the relay learning of the broker's ack is issue 15's latency; commit →
+// handed to the broker's client and handed → acked split it into the
+// relay's pickup (wake-up and claim) and the publish. The relay may
+// publish an event before its writer sees the commit return (the server
+// made it visible first): those count as zero, and early says how many
+// there were.
+func between(from, to map[int64]time.Time) (ds []time.Duration, early int) {
+	ds = make([]time.Duration, 0, len(to))
+	for sched, a := range to {
+		c, ok := from[sched]
 		if !ok {
 			continue
 		}
@@ -447,7 +451,9 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
 	n, lat := l.sent, l.st.received
-	ca, early := commitToAck(l.committed, l.st.ackedAt)
+	ca, early := between(l.committed, l.st.ackedAt)
+	cs, _ := between(l.committed, l.st.sentAt)
+	sa, _ := between(l.st.sentAt, l.st.ackedAt)
 	params := map[string]any{"rate": rate, "poisson": r.o.LatencyPoisson, "reference": l.m.hand, "listen": l.m.listen,
 		"poll_ms": l.m.poll.Milliseconds(), "seconds": r.o.LatencyFor.Seconds(), "warmup_seconds": r.o.LatencyWarmup.Seconds(), "n": n, "writers": latencyWriters}
 	if shared > 1 {
@@ -459,6 +465,7 @@ func (r *runner) laneResult(l *latencyLane, rate, shared int, written time.Durat
 			"commit_p50_ms": pct(l.commits, 50), "commit_p99_ms": pct(l.commits, 99),
 			"send_p50_ms": pct(l.st.sent, 50), "send_p99_ms": pct(l.st.sent, 99), "ack_p50_ms": pct(l.st.acked, 50), "ack_p99_ms": pct(l.st.acked, 99),
 			"commit_ack_p50_ms": pct(ca, 50), "commit_ack_p99_ms": pct(ca, 99), "acked_before_commit": float64(early),
+			"commit_send_p50_ms": pct(cs, 50), "commit_send_p99_ms": pct(cs, 99), "send_ack_p50_ms": pct(sa, 50), "send_ack_p99_ms": pct(sa, 99),
 			"committed_per_s": float64(len(l.commits)) * float64(shared) / written.Seconds(), "received": float64(len(lat)), "sent": float64(n)}}
 	if l.pg > 0 && n > 0 {
 		res.Metrics["pg_cpu_us"] = float64(l.pg) / float64(time.Microsecond) / float64(n)
