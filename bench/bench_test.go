@@ -80,6 +80,11 @@ func TestQuick(t *testing.T) {
 		if ca, acked := r.Metrics["commit_ack_p50_ms"], r.Metrics["ack_p50_ms"]; ca <= 0 || ca > acked {
 			t.Errorf("%s: commit → ack p50 %.3f ms, ack p50 %.3f ms: want 0 < commit → ack ≤ ack", r.Case, ca, acked)
 		}
+		// Its parts: commit → handed to the broker's client, then handed
+		// → acked; each is shorter than the whole at the median.
+		if cs, sa, ca := r.Metrics["commit_send_p50_ms"], r.Metrics["send_ack_p50_ms"], r.Metrics["commit_ack_p50_ms"]; cs <= 0 || sa <= 0 || cs > ca || sa > ca {
+			t.Errorf("%s: commit → send p50 %.3f ms, send → ack p50 %.3f ms, commit → ack p50 %.3f ms: want each part in (0, the whole]", r.Case, cs, sa, ca)
+		}
 		// The warm-up's events are sent and received, but not measured.
 		if r.Metrics["received"] != r.Metrics["sent"] || num(r.Params["warmup_seconds"]) <= 0 {
 			t.Errorf("%s: received %v of %v measured events, warm-up %v s: want all, after a warm-up",
