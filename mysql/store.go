@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxgo/outbox/internal/headerjson"
 	"github.com/outboxgo/outbox/internal/sqlkit"
+	"github.com/outboxgo/outbox/internal/sqltx"
 	"github.com/outboxgo/outbox/stores"
 )
 
@@ -152,7 +153,7 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	return sqltx.Commit(ctx, tx)
 }
 
 // Purge implements stores.Store. Published rows: it locks the oldest with

@@ -2,6 +2,7 @@ package inboxtest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -101,6 +102,37 @@ func testFailureRecordsNothing[TTx any](t *testing.T, h Harness[TTx]) {
 	}
 	if n := f.effects(t, m.ID); n != 1 {
 		t.Fatalf("%d effects, want 1", n)
+	}
+}
+
+// A delivery whose context ends after its handler succeeded and before the
+// commit commits nothing, and says why: its error is the context's (a
+// consumer being stopped, not a database failure). On a database/sql
+// transaction the handler waits until database/sql has rolled it back on
+// the cancel, when its Commit can only say sql.ErrTxDone.
+func testCanceledBeforeCommit[TTx any](t *testing.T, h Harness[TTx]) {
+	f := setup(t, h, inbox.Config{})
+	m := msg()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	_, err := f.in.Handle(ctx, m, func(ctx context.Context, tx TTx, m inbox.Message) error {
+		if err := f.Apply(ctx, tx, m); err != nil {
+			return err
+		}
+		cancel()
+		if stx, ok := any(tx).(*sql.Tx); ok {
+			waitFor(t, "database/sql to roll the transaction back on the cancel", 30*time.Second, func() bool {
+				_, err := stx.ExecContext(context.Background(), "SELECT 1")
+				return errors.Is(err, sql.ErrTxDone)
+			})
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle canceled before its commit = %v; want an error that is context.Canceled", err)
+	}
+	if n, r := f.effects(t, m.ID), len(f.Records(t)); n != 0 || r != 0 {
+		t.Fatalf("%d effects, %d records after a delivery canceled before its commit; want none", n, r)
 	}
 }
 

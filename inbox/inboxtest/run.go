@@ -24,6 +24,7 @@ func Run[TTx any](t *testing.T, h Harness[TTx]) {
 		{"DuplicateHasOneEffect", testDuplicateHasOneEffect[TTx]},
 		{"RecordTxLeavesTxUsable", testRecordTxLeavesTxUsable[TTx]},
 		{"FailureRecordsNothing", testFailureRecordsNothing[TTx]},
+		{"CanceledBeforeCommit", testCanceledBeforeCommit[TTx]},
 		{"InvalidMessage", testInvalidMessage[TTx]},
 		{"OddTopics", testOddTopics[TTx]},
 		{"LateDuplicateKeepsOrder", testLateDuplicateKeepsOrder[TTx]},

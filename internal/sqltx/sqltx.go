@@ -5,6 +5,7 @@ package sqltx
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -26,8 +27,21 @@ func Run(ctx context.Context, db *sql.DB, pkg string, fn func(tx *sql.Tx) error)
 		return err
 	}
 	committed = true
-	if err := tx.Commit(); err != nil {
+	if err := Commit(ctx, tx); err != nil {
 		return fmt.Errorf("%s: commit: %w", pkg, err)
 	}
 	return nil
+}
+
+// Commit commits tx, begun with ctx. When ctx ends during a transaction,
+// database/sql rolls it back, and Commit then says only sql.ErrTxDone
+// ("transaction has already been committed or rolled back"); the error
+// returned names the context's end instead, and wraps both, so that a
+// caller stopped on purpose sees errors.Is(err, context.Canceled).
+func Commit(ctx context.Context, tx *sql.Tx) error {
+	err := tx.Commit()
+	if err != nil && ctx.Err() != nil && errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("%w: rolled back (%w)", context.Cause(ctx), err)
+	}
+	return err
 }
