@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxgo/outbox"
+	"github.com/outboxgo/outbox/internal/sqltx"
 	"github.com/outboxgo/outbox/nats/natsembed"
 	"github.com/outboxgo/outbox/relay"
 	"github.com/outboxgo/outbox/stores"
@@ -431,7 +432,7 @@ func seed(ctx context.Context, ordersDB, stockDB *sql.DB, n int) error {
 			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := sqltx.Commit(ctx, tx); err != nil {
 		return err
 	}
 	for _, sku := range skus {

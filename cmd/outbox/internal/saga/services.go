@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxgo/outbox"
 	"github.com/outboxgo/outbox/inbox"
+	"github.com/outboxgo/outbox/internal/sqltx"
 )
 
 // Topics, and the event types they carry. The relays publish topic T on
@@ -89,7 +90,7 @@ func (o *Orders) Confirm(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	return tx.Commit()
+	return sqltx.Commit(ctx, tx)
 }
 
 // OnStockReserved is the orders service's handler for StockReserved: the
