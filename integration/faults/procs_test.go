@@ -29,10 +29,10 @@ type proc struct {
 }
 
 // start starts the slot's process; one the slot still holds is killed
-// first, so that a kill and a start racing from two goroutines (the
-// killer's and the test's) cannot leave a process behind.
+// once the new one has taken its place, so that a kill and a start racing
+// from two goroutines (the killer's and the test's) cannot leave a
+// process behind.
 func (p *proc) start() error {
-	p.kill()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = slices.Concat(p.env, []string{envHelper + "=" + p.mode}) // a copy: slots start concurrently
 	cmd.Stderr = p.log
@@ -55,7 +55,7 @@ func (p *proc) start() error {
 	old := p.cmd
 	p.cmd = cmd
 	p.mu.Unlock()
-	if old != nil { // started by another goroutine since the kill above
+	if old != nil {
 		_ = old.Process.Kill()
 		helpers.wait(old)
 	}
